@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m depthprune bench {evaluator,search,evaluate}``."""

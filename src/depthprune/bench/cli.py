@@ -1,0 +1,32 @@
+"""``depthprune bench <name>``: each benchmark module exposes ``add_arguments`` and ``run``."""
+
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS = {
+    "evaluator": ("depthprune.bench.evaluator", "subset evaluator: cached vs from-scratch on prior + greedy"),
+    "search": ("depthprune.bench.search", "all seven searches with one shared evaluator"),
+    "evaluate": ("depthprune.bench.evaluate", "dense-model evaluation with the default profile's settings"),
+}
+
+
+def register(subparsers) -> None:
+    bench = subparsers.add_parser("bench", help="benchmarks that print their figures")
+    inner = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for name, (module_name, help_text) in BENCHMARKS.items():
+        parser = inner.add_parser(name, help=help_text)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:  # a benchmark whose module is missing must not break the CLI
+            parser.set_defaults(func=_missing(module_name, err))
+            continue
+        module.add_arguments(parser)
+        parser.set_defaults(func=module.run)
+
+
+def _missing(module_name, err):
+    def run(args):
+        raise RuntimeError(f"benchmark module {module_name} unavailable: {err}")
+
+    return run

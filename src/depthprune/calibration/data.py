@@ -1,0 +1,85 @@
+"""Calibration data: C4 and Commonsense-170k, from the Hugging Face hub or a local mirror.
+
+A local mirror (``data_dir``) holds JSONL files in the original field layout, e.g.
+``c4/train.jsonl`` and ``commonsense_170k/train.jsonl`` as in ``shared/data``. Sampling is seeded
+and independent of where the rows came from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+from typing import Iterator
+
+log = logging.getLogger(__name__)
+
+DEFAULT_C4_DATASET = "allenai/c4"
+# The first training shard is enough for calibration; streaming reads only the documents needed.
+C4_TRAIN_FILE = "en/c4-train.00000-of-01024.json.gz"
+DEFAULT_CS170K_DATASET = "zwhe99/commonsense_170k"
+# How many leading documents of the C4 shard to sample calibration documents from (mirror: all 1000).
+C4_POOL = 1000
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{line_no}: not valid JSON ({err})") from err
+
+
+def _mirror_file(data_dir: str | Path, relative: str, what: str) -> Path:
+    path = Path(data_dir) / relative
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{what}: {path} not found in the local mirror (option data_dir={data_dir}); "
+            f"point data_dir at a folder holding {relative}, or unset it to use the Hugging Face hub"
+        )
+    return path
+
+
+def _hub_error(what: str, dataset_id: str, err: Exception) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"{what}: cannot load {dataset_id!r} from the Hugging Face hub ({type(err).__name__}: {err}); "
+        "set the option data_dir to a local mirror (e.g. ../shared/data) to run offline"
+    )
+
+
+def load_c4_documents(data_dir: str | Path | None, dataset_id: str = DEFAULT_C4_DATASET, pool: int = C4_POOL) -> list[str]:
+    """The leading ``pool`` documents of the C4 en training split."""
+    if data_dir is not None:
+        texts = [row["text"] for row in read_jsonl(_mirror_file(data_dir, "c4/train.jsonl", "C4 train"))]
+        return texts[:pool]
+    try:
+        from datasets import load_dataset
+
+        stream = load_dataset(dataset_id, data_files={"train": C4_TRAIN_FILE}, split="train", streaming=True)
+        return [row["text"] for _, row in zip(range(pool), stream)]
+    except Exception as err:  # network, auth, missing file: all mean "not reachable"
+        raise _hub_error("C4 train", dataset_id, err) from err
+
+
+def load_cs170k_rows(data_dir: str | Path | None, dataset_id: str = DEFAULT_CS170K_DATASET) -> list[dict]:
+    """Commonsense-170k rows in the LLM-Adapters layout (instruction, input, output, answer)."""
+    if data_dir is not None:
+        return list(read_jsonl(_mirror_file(data_dir, "commonsense_170k/train.jsonl", "Commonsense 170k train")))
+    try:
+        from datasets import load_dataset
+
+        return [dict(row) for row in load_dataset(dataset_id, split="train")]
+    except Exception as err:
+        raise _hub_error("Commonsense 170k train", dataset_id, err) from err
+
+
+def sample_indices(population: int, n_samples: int, seed: int, what: str) -> list[int]:
+    """``n_samples`` distinct indices drawn with ``seed`` (paper §4.4: random training instances)."""
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be at least 1 (got {n_samples})")
+    if n_samples > population:
+        raise ValueError(f"n_samples={n_samples} exceeds the {population} {what} available")
+    return random.Random(seed).sample(range(population), n_samples)

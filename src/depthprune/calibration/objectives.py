@@ -1,0 +1,256 @@
+"""Calibration objectives as token-level linear functionals of next-token log-probabilities.
+
+Both objectives of spec §2 are linear in the log-probabilities of chosen target tokens:
+- perplexity: L = −(1/T) Σ_t log p_t over all real tokens;
+- task likelihood margin: L = (1/n) Σ_items Σ_{k≠y} (ℓ_k − ℓ_y) with ℓ_k the mean log-probability of
+  candidate k's continuation, i.e. L = Σ_t c_t log p_t with c_t = w_{seq(t)} / len(seq(t)).
+So an objective is: token sequences, the positions whose next token is scored, a coefficient per
+scored position, and (for TLM) the map from scored positions to candidates for the accuracy. The
+evaluator only needs hidden states at scored positions: the LM head runs nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from depthprune.calibration import data as calib_data
+from depthprune.calibration.tlm import TLMItem, label_requests, parse_item, text_requests
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    name: str
+    objective: str  # "perplexity" | "tlm"
+    source: str  # "c4" | "cs170k"
+    description: str
+
+
+CALIBRATIONS: dict[str, CalibrationSpec] = {
+    spec.name: spec
+    for spec in (
+        CalibrationSpec("ppl_c4", "perplexity", "c4", "perplexity on C4 en train (paper)"),
+        CalibrationSpec("tlm_cs170k", "tlm", "cs170k", "task likelihood margin on Commonsense 170k (paper)"),
+        CalibrationSpec("ppl_cs170k", "perplexity", "cs170k", "perplexity on Commonsense 170k text (control)"),
+    )
+}
+
+
+def calibration_spec(name: str) -> CalibrationSpec:
+    try:
+        return CALIBRATIONS[name]
+    except KeyError:
+        raise ValueError(f"calibration {name!r} (option calibration): expected one of {', '.join(CALIBRATIONS)}") from None
+
+
+@dataclass
+class Batch:
+    """One padded micro-batch with the positions whose next token is scored."""
+
+    input_ids: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    flat_positions: torch.Tensor  # indices into the flattened [B*T] hidden states
+    targets: torch.Tensor  # next-token ids at those positions
+    coefficients: torch.Tensor  # float64, loss = Σ coefficients · log p
+    sequence_ids: torch.Tensor  # global sequence (candidate) id per scored position
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+@dataclass
+class Objective:
+    kind: str  # "perplexity" | "tlm"
+    batches: list[Batch]
+    n_scored: int
+    # TLM only: per sequence, (item index, candidate index); gold per item.
+    candidate_of_sequence: list[tuple[int, int]] = field(default_factory=list)
+    gold: list[int] = field(default_factory=list)
+    data_hash: str = ""
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(b.n_tokens for b in self.batches)
+
+    def batch_loss(self, batch: Batch, token_logprobs: torch.Tensor) -> torch.Tensor:
+        """This batch's additive share of L (differentiable; used for gate derivatives too)."""
+        return (batch.coefficients.to(token_logprobs.device, torch.float64) * token_logprobs.double()).sum()
+
+    def reduce(self, per_batch_logprobs: list[torch.Tensor]) -> tuple[float, float | None]:
+        """(loss, calibration accuracy or None) from the scored log-probs of every batch."""
+        loss = sum(float(self.batch_loss(b, lp)) for b, lp in zip(self.batches, per_batch_logprobs))
+        if self.kind != "tlm":
+            return loss, None
+        return loss, self.accuracy(per_batch_logprobs)
+
+    def accuracy(self, per_batch_logprobs: list[torch.Tensor]) -> float:
+        n_seq = len(self.candidate_of_sequence)
+        sums = torch.zeros(n_seq, dtype=torch.float64)
+        counts = torch.zeros(n_seq, dtype=torch.float64)
+        for batch, lp in zip(self.batches, per_batch_logprobs):
+            ids = batch.sequence_ids.cpu()
+            sums.index_add_(0, ids, lp.detach().double().cpu())
+            counts.index_add_(0, ids, torch.ones_like(ids, dtype=torch.float64))
+        mean = (sums / counts).numpy()
+        best: dict[int, tuple[float, int]] = {}
+        for seq, (item, cand) in enumerate(self.candidate_of_sequence):
+            if item not in best or mean[seq] > best[item][0]:
+                best[item] = (mean[seq], cand)
+        return float(np.mean([best[i][1] == g for i, g in enumerate(self.gold)]))
+
+    def metric(self, loss: float) -> float:
+        """Calibration perplexity for perplexity objectives (exp L); the loss itself for TLM."""
+        return math.exp(loss) if self.kind == "perplexity" else loss
+
+
+@dataclass
+class _Sequence:
+    ids: list[int]
+    first_scored: int  # index of the first token whose prediction is scored
+    coefficient_per_token: float  # c_t for each scored token
+    sequence_id: int
+
+
+def _pack(sequences: list[_Sequence], pad_id: int, token_budget: int) -> list[Batch]:
+    """Greedy length-sorted packing into micro-batches of at most ``token_budget`` padded tokens."""
+    order = sorted(range(len(sequences)), key=lambda i: (-len(sequences[i].ids), i))
+    groups: list[list[int]] = []
+    for index in order:
+        longest = len(sequences[groups[-1][0]].ids) if groups else 0
+        if groups and longest * (len(groups[-1]) + 1) <= token_budget:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    batches = []
+    for group in groups:
+        width = len(sequences[group[0]].ids)
+        input_ids = torch.full((len(group), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
+        positions, targets, coefficients, sequence_ids = [], [], [], []
+        for row, index in enumerate(group):
+            seq = sequences[index]
+            input_ids[row, : len(seq.ids)] = torch.tensor(seq.ids)
+            mask[row, : len(seq.ids)] = 1
+            for t in range(seq.first_scored, len(seq.ids)):
+                positions.append(row * width + t - 1)  # hidden at t-1 predicts token t
+                targets.append(seq.ids[t])
+                coefficients.append(seq.coefficient_per_token)
+                sequence_ids.append(seq.sequence_id)
+        batches.append(
+            Batch(
+                input_ids=input_ids,
+                attention_mask=mask,
+                flat_positions=torch.tensor(positions, dtype=torch.long),
+                targets=torch.tensor(targets, dtype=torch.long),
+                coefficients=torch.tensor(coefficients, dtype=torch.float64),
+                sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
+            )
+        )
+    return batches
+
+
+def _hash_batches(batches: list[Batch]) -> str:
+    digest = hashlib.sha256()
+    for batch in batches:
+        for tensor in (batch.input_ids, batch.attention_mask, batch.flat_positions, batch.targets, batch.coefficients):
+            digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def perplexity_objective(texts: list[str], tokenizer, seq_len: int, token_budget: int) -> Objective:
+    sequences = []
+    for i, text in enumerate(texts):
+        ids = tokenizer(text, add_special_tokens=True)["input_ids"][:seq_len]
+        if len(ids) >= 2:
+            sequences.append(_Sequence(ids=ids, first_scored=1, coefficient_per_token=0.0, sequence_id=i))
+    if not sequences:
+        raise ValueError("calibration data: every sample is shorter than two tokens")
+    n_scored = sum(len(s.ids) - 1 for s in sequences)
+    for seq in sequences:
+        seq.coefficient_per_token = -1.0 / n_scored  # token-weighted mean NLL
+    batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
+    return Objective(kind="perplexity", batches=batches, n_scored=n_scored, data_hash=_hash_batches(batches))
+
+
+def tlm_objective(
+    items: list[TLMItem], requests: list[list[tuple[str, str]]], tokenizer, seq_len: int, token_budget: int
+) -> Objective:
+    sequences, candidate_of_sequence = [], []
+    n_items = len(items)
+    for item_index, (item, pairs) in enumerate(zip(items, requests)):
+        n_cand = len(pairs)
+        for cand, (context, continuation) in enumerate(pairs):
+            # Tokenise context and continuation separately, as lm-eval does.
+            ctx = tokenizer(context, add_special_tokens=True)["input_ids"]
+            cont = tokenizer(continuation, add_special_tokens=False)["input_ids"]
+            if not cont:
+                raise ValueError(f"TLM item {item_index}: candidate {cand} has an empty continuation")
+            ids = (ctx + cont)[-seq_len:]  # keep the continuation; drop context from the left
+            first = max(1, len(ids) - len(cont))
+            # Σ_{k≠y}(ℓ_k − ℓ_y) / n: weight +1 for wrong candidates, −(K−1) for the gold one.
+            weight = (-(n_cand - 1) if cand == item.gold else 1.0) / n_items
+            sequences.append(
+                _Sequence(ids=ids, first_scored=first, coefficient_per_token=weight / (len(ids) - first),
+                          sequence_id=len(candidate_of_sequence))
+            )
+            candidate_of_sequence.append((item_index, cand))
+    batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
+    n_scored = sum(len(b.targets) for b in batches)
+    return Objective(
+        kind="tlm",
+        batches=batches,
+        n_scored=n_scored,
+        candidate_of_sequence=candidate_of_sequence,
+        gold=[item.gold for item in items],
+        data_hash=_hash_batches(batches),
+    )
+
+
+def cs170k_text(row: dict) -> str:
+    """Plain text of a Commonsense-170k row for ``ppl_cs170k`` (choice: prompt, input, output)."""
+    parts = [row["instruction"].strip(), str(row.get("input") or "").strip(), str(row["output"]).strip()]
+    return "\n".join(p for p in parts if p)
+
+
+def build_objective(
+    calibration: str,
+    tokenizer,
+    data_dir=None,
+    n_samples: int = 64,
+    seq_len: int = 2048,
+    seed: int = 0,
+    tlm_format: str = "text",
+    token_budget: int = 8192,
+    c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
+    cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
+) -> Objective:
+    """The calibration objective ``calibration`` on ``n_samples`` seeded samples (spec §2)."""
+    spec = calibration_spec(calibration)
+    if seq_len < 2:
+        raise ValueError(f"seq_len must be at least 2 (got {seq_len})")
+    if token_budget < seq_len:
+        raise ValueError(f"token_budget ({token_budget}) must be at least seq_len ({seq_len})")
+    if spec.source == "c4":
+        docs = calib_data.load_c4_documents(data_dir, c4_dataset)
+        picked = [docs[i] for i in calib_data.sample_indices(len(docs), n_samples, seed, "C4 documents")]
+        return perplexity_objective(picked, tokenizer, seq_len, token_budget)
+    rows = calib_data.load_cs170k_rows(data_dir, cs170k_dataset)
+    indices = calib_data.sample_indices(len(rows), n_samples, seed, "Commonsense 170k rows")
+    if spec.objective == "perplexity":
+        return perplexity_objective([cs170k_text(rows[i]) for i in indices], tokenizer, seq_len, token_budget)
+    if tlm_format not in ("text", "labels"):
+        raise ValueError(f"tlm_format {tlm_format!r} (option tlm.format): expected text or labels")
+    items = [parse_item(rows[i], f"Commonsense 170k row {i}") for i in indices]
+    if tlm_format == "text":
+        requests = [text_requests(item) for item in items]
+    else:
+        requests = [label_requests(rows[i], item) for i, item in zip(indices, items)]
+    return tlm_objective(items, requests, tokenizer, seq_len, token_budget)

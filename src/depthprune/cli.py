@@ -1,0 +1,64 @@
+"""The ``depthprune`` command line: one sub-command per pipeline stage.
+
+Each stage keeps its argument parsing next to its science: a module listed in ``COMMANDS`` exposes
+``register(subparsers)``, which adds its sub-command(s) and sets ``func(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+COMMANDS = (
+    "depthprune.models.cli",  # prepare-model, export
+    "depthprune.prior",  # prior
+    "depthprune.search.cli",  # search
+    "depthprune.evaluation.cli",  # evaluate
+    "depthprune.reporting.cli",  # aggregate, render
+    "depthprune.bench.cli",  # bench {evaluator,search,evaluate}
+)
+
+
+class UserError(Exception):
+    """Bad input (config value, missing file or data set): reported in one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="depthprune",
+        description="Depth pruning of LLMs as subset selection: prior, search, evaluation, figures.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--log-file", help="also write the log to this file")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMANDS:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def setup_logging(verbose: bool = False, log_file: str | None = None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file))
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose, args.log_file)
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, FileNotFoundError, ValueError, KeyError) as err:
+        # Bad input: one clear line naming the key or file, non-zero exit, no traceback.
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        logging.getLogger("depthprune").debug("error details", exc_info=True)
+        print(f"depthprune {args.command}: error: {message}", file=sys.stderr)
+        return 2

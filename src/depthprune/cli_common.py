@@ -1,0 +1,93 @@
+"""Command-line arguments shared by every model-touching sub-command, and what they build."""
+
+from __future__ import annotations
+
+import argparse
+
+from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
+from depthprune.calibration.objectives import CALIBRATIONS
+from depthprune.io import parse_layers
+from depthprune.models.loading import DEFAULT_CACHE_DIR
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m or tiny:<family>-<blocks>")
+    group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
+    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                       help="auto: float32 on CPU, bfloat16 on CUDA")
+    group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    group.add_argument("--model-cache-dir", default=str(DEFAULT_CACHE_DIR), help="where converted checkpoints are kept")
+
+
+def add_calibration_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("calibration")
+    group.add_argument("--calibration", required=True, choices=sorted(CALIBRATIONS))
+    group.add_argument("--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)")
+    group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
+    group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
+    group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
+    group.add_argument("--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (spec §2)")
+    group.add_argument("--c4-dataset", default=DEFAULT_C4_DATASET, help="hub id of C4")
+    group.add_argument("--cs170k-dataset", default=DEFAULT_CS170K_DATASET, help="hub id of Commonsense 170k")
+
+
+def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("subset evaluator")
+    group.add_argument("--token-budget", type=int, default=16384, help="max padded tokens per forward micro-batch")
+    group.add_argument("--state-device", default="auto", help="where cached hidden states live (auto: model device)")
+    group.add_argument("--state-cache-gib", type=float, default=None,
+                       help="state cache size (default: half the free GPU memory, or a quarter of RAM up to 16 GiB)")
+    group.add_argument("--memo", help="SQLite file shared by searches of the same model and calibration")
+    group.add_argument("--no-cache", action="store_true", help="naive mode: every set from scratch, no memo")
+    group.add_argument("--protected", default="", help="layers never removed, e.g. '0 29'")
+
+
+def load_model_from_args(args):
+    from depthprune.models.loading import load_model
+
+    return load_model(args.model, dtype=args.dtype, device=args.device, cache_dir=args.model_cache_dir, name=args.name)
+
+
+def calibration_settings(args) -> dict:
+    return {
+        "n_samples": args.n_samples,
+        "seq_len": args.seq_len,
+        "seed": args.seed,
+        "tlm_format": args.tlm_format if CALIBRATIONS[args.calibration].objective == "tlm" else None,
+        "data_source": "mirror" if args.data_dir else "hub",
+    }
+
+
+def build_evaluator(args, loaded=None):
+    """Model + calibration objective + evaluator from parsed arguments."""
+    from depthprune.calibration.objectives import build_objective
+    from depthprune.evaluator import SubsetEvaluator
+    from depthprune.seeding import seed_everything
+
+    seed_everything(args.seed)
+    loaded = loaded or load_model_from_args(args)
+    token_budget = max(args.token_budget, args.seq_len)
+    objective = build_objective(
+        args.calibration,
+        loaded.tokenizer,
+        data_dir=args.data_dir,
+        n_samples=args.n_samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        tlm_format=args.tlm_format,
+        token_budget=token_budget,
+        c4_dataset=args.c4_dataset,
+        cs170k_dataset=args.cs170k_dataset,
+    )
+    return SubsetEvaluator(
+        loaded,
+        objective,
+        calibration=args.calibration,
+        settings=calibration_settings(args),
+        protected=parse_layers(args.protected),
+        use_cache=not args.no_cache,
+        memo_path=args.memo,
+        state_device=args.state_device,
+        state_cache_gib=args.state_cache_gib,
+    )

@@ -1,0 +1,412 @@
+"""The subset evaluator: L(S) for any removed set S, as cheaply as exactness allows (spec §5).
+
+Three mechanisms, all exact (the same block calls on the same tensors as the plain forward pass):
+
+1. **Memo** – a set already evaluated (in this process or, with ``memo``, by any earlier job
+   sharing the SQLite file) is answered without running a block.
+2. **State cache** – the hidden states entering block ``j`` of a pruned model depend only on the
+   removed layers below ``j``. States are cached under ``(S ∩ [0, j), j)``; the dense model's
+   states (∅, j) are computed once by the model's own forward pass and kept with priority. A set
+   whose smallest removed layer is k therefore starts at block k, and sets sharing a longer
+   removed prefix (greedy/beam steps) start from that partial model's state. The cache is an LRU
+   bounded in bytes, on a configurable device; an evicted state is recomputed from its nearest
+   cached ancestor, so a small budget costs time, never correctness or memory.
+3. **Batch trie** – ``evaluate(sets)`` walks the sets as a trie over per-block keep/remove
+   decisions, so each (prefix, block) node runs once per batch however many sets share it.
+
+Blocks are called exactly as the model's forward calls them: a forward pre-hook records the keyword
+arguments each block receives (attention masks, rotary embeddings for its layer type) during the
+dense pass, and they are replayed. No family's forward is re-implemented here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from depthprune.calibration.objectives import Objective
+from depthprune.models.families import family_for
+from depthprune.models.loading import LoadedModel
+from depthprune.models.pruning import validate_removed
+
+log = logging.getLogger(__name__)
+
+State = list  # one hidden-state tensor [B, T, H] per calibration micro-batch
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    removed: tuple[int, ...]
+    loss: float
+    accuracy: float | None
+    memo_hit: bool
+    blocks_run: int
+    seconds: float
+
+
+@dataclass
+class EvaluatorStats:
+    distinct_evaluations: int = 0
+    memo_hits: int = 0
+    blocks_run: int = 0
+    naive_blocks: int = 0  # what running every requested set from scratch would have cost
+    tokens: int = 0  # tokens pushed through blocks
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class StateCache:
+    """LRU of hidden states bounded in bytes; pinned (dense) entries are evicted last."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget = budget_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[tuple, tuple[State, int, bool]] = OrderedDict()
+
+    def get(self, key: tuple) -> State | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: tuple, state: State, pinned: bool = False) -> None:
+        if key in self._entries:
+            return
+        size = sum(t.numel() * t.element_size() for t in state)
+        if size > self.budget:
+            return
+        self._entries[key] = (state, size, pinned)
+        self.bytes += size
+        while self.bytes > self.budget:
+            self._evict()
+
+    def _evict(self) -> None:
+        victim = next((k for k, (_, _, p) in self._entries.items() if not p), None)
+        if victim is None:
+            victim = next(iter(self._entries))
+        self.bytes -= self._entries.pop(victim)[1]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def default_state_budget(state_device: torch.device) -> int:
+    """Half of the free accelerator memory, or a quarter of RAM (at most 16 GiB) on the CPU."""
+    if state_device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(state_device)
+        return int(free * 0.5)
+    try:
+        import os
+
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 << 30
+    return int(min(total // 4, 16 << 30))
+
+
+class SubsetEvaluator:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        objective: Objective,
+        *,
+        calibration: str,
+        settings: dict | None = None,
+        protected: Iterable[int] = (),
+        use_cache: bool = True,
+        memo_path: str | None = None,
+        state_device: str = "auto",
+        state_cache_gib: float | None = None,
+        head_chunk: int = 2048,
+    ):
+        self.loaded = loaded
+        self.model = loaded.model
+        self.model.requires_grad_(False)  # only gates ever need gradients
+        self.family = family_for(self.model)
+        self.blocks = self.family.blocks(self.model)
+        self.n_layers = len(self.blocks)
+        self.objective = objective
+        self.objective_kind = objective.kind
+        self.calibration = calibration
+        self.settings = dict(settings or {})
+        self.protected = frozenset(int(p) for p in protected)
+        bad = sorted(p for p in self.protected if not 0 <= p < self.n_layers)
+        if bad:
+            raise ValueError(f"protected_layers {bad} are outside 0..{self.n_layers - 1}")
+        self.use_cache = use_cache
+        self.head_chunk = head_chunk
+        self.device = loaded.device
+        self.state_device = self.device if state_device == "auto" else torch.device(state_device)
+        budget = default_state_budget(self.state_device) if state_cache_gib is None else int(state_cache_gib * (1 << 30))
+        self.states = StateCache(budget if use_cache else 0)
+        self.stats = EvaluatorStats()
+        self._memo: dict[tuple[int, ...], tuple[float, float | None]] = {}
+        self._tokens_per_block = objective.n_tokens
+        self.config_key = hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:20]
+        self._sqlite = None
+        if memo_path and use_cache:
+            from depthprune.memo import SqliteMemo
+
+            self._sqlite = SqliteMemo(memo_path, self.config_key, self.describe())
+        self._embeddings: State = []
+        self._block_kwargs: list[list[dict]] = []  # [batch][block] -> kwargs replayed into the block
+        self._dense_record = self._capture_dense()
+
+    # ------------------------------------------------------------------ public interface
+    def describe(self) -> dict:
+        """Everything that changes a loss; hashed into the memo key."""
+        import transformers
+
+        return {
+            "model": self.loaded.spec,
+            "model_path": self.loaded.path,
+            "calibration": self.calibration,
+            "objective": self.objective_kind,
+            "data_hash": self.objective.data_hash,
+            "n_layers": self.n_layers,
+            "dtype": str(self.loaded.dtype).replace("torch.", ""),
+            "device_type": self.device.type,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            **{k: v for k, v in self.settings.items() if k not in ("token_budget",)},
+        }
+
+    def loss(self, removed: Iterable[int]) -> float:
+        return self.evaluate([removed])[0].loss
+
+    def evaluate(self, sets: Sequence[Iterable[int]]) -> list[EvalRecord]:
+        """Records for ``sets`` in order; unseen sets are computed together through the trie."""
+        keys = [validate_removed(s, self.n_layers, self.protected) for s in sets]
+        if not self.use_cache:
+            self.stats.naive_blocks += sum(self.n_layers - len(key) for key in keys)
+            return [self._compute([key])[key] for key in keys]
+        records: dict[tuple[int, ...], EvalRecord] = {}
+        todo: list[tuple[int, ...]] = []
+        out: list[EvalRecord] = []
+        for key in keys:
+            self.stats.naive_blocks += self.n_layers - len(key)
+            known = self._lookup(key)
+            if known is not None or key in todo:
+                continue
+            todo.append(key)
+        if todo:
+            records.update(self._compute(todo))
+        seen_in_batch: set[tuple[int, ...]] = set()
+        for key in keys:
+            fresh = records.get(key)
+            if fresh is not None and key not in seen_in_batch:
+                seen_in_batch.add(key)
+                out.append(fresh)
+                continue
+            loss, acc = self._lookup(key)
+            self.stats.memo_hits += 1
+            out.append(EvalRecord(key, loss, acc, memo_hit=True, blocks_run=0, seconds=0.0))
+        return out
+
+    def empty_record(self) -> EvalRecord:
+        """L(∅), computed by the capture pass."""
+        return self._dense_record
+
+    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
+        """g = ∂L/∂α and H = ∂²L/∂α² at α = 1 for gated blocks h ← h + α_i f_i(h) (spec §4.6).
+
+        L is a sum of per-batch terms, so both are accumulated batch by batch; H takes N
+        Hessian-vector products (one backward pass per row) per batch.
+        """
+        n = self.n_layers
+        grad = torch.zeros(n, dtype=torch.float64)
+        hess = torch.zeros(n, n, dtype=torch.float64)
+        started = time.perf_counter()
+        # Double backward needs the plain-math attention kernel (fused kernels lack it).
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            for b, batch in enumerate(self.objective.batches):
+                grad_b, hess_b = self._batch_gate_derivatives(b, batch)
+                grad += grad_b
+                hess += hess_b
+        self.stats.blocks_run += n  # one gated forward pass (plus its backward passes)
+        log.info("gate derivatives: %d Hessian rows in %.1fs", n, time.perf_counter() - started)
+        hess = 0.5 * (hess + hess.T)  # symmetric up to float error
+        return grad.numpy(), hess.numpy()
+
+    def _batch_gate_derivatives(self, b: int, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        n = self.n_layers
+        alpha = torch.ones(n, dtype=torch.float32, device=self.device, requires_grad=True)
+        hidden = self._embeddings[b].to(self.device)
+        for j, block in enumerate(self.blocks):
+            update = block(hidden, **self._block_kwargs[b][j]) - hidden
+            hidden = hidden + alpha[j].to(hidden.dtype) * update
+        term = self.objective.batch_loss(batch, self._token_logprobs(b, hidden))
+        (grad,) = torch.autograd.grad(term, alpha, create_graph=True)
+        rows = [torch.autograd.grad(grad[i], alpha, retain_graph=i < n - 1)[0] for i in range(n)]
+        return grad.detach().double().cpu(), torch.stack(rows).detach().double().cpu()
+
+    # ------------------------------------------------------------------ memo
+    def _lookup(self, key: tuple[int, ...]) -> tuple[float, float | None] | None:
+        found = self._memo.get(key)
+        if found is None and self._sqlite is not None:
+            found = self._sqlite.get(key)
+            if found is not None:
+                self._memo[key] = found
+        return found
+
+    def _remember(self, key: tuple[int, ...], loss: float, accuracy: float | None) -> None:
+        if not self.use_cache:
+            return  # naive mode: nothing is remembered, every request runs from scratch
+        self._memo[key] = (loss, accuracy)
+        if self._sqlite is not None:
+            self._sqlite.put(key, loss, accuracy)
+
+    # ------------------------------------------------------------------ computation
+    @torch.no_grad()
+    def _capture_dense(self) -> EvalRecord:
+        """Run the model's own forward once per batch, recording block inputs and kwargs."""
+        started = time.perf_counter()
+        backbone = self.family.backbone(self.model)
+        final_norm = self.family.final_norm(self.model)
+        dense_states: list[State] = [[] for _ in range(self.n_layers + 1)]
+        captured: list[dict] = []
+
+        def block_hook(index):
+            def hook(module, args, kwargs):
+                hidden = args[0] if args else kwargs["hidden_states"]
+                dense_states[index].append(hidden.to(self.state_device))
+                captured[-1][index] = {k: v for k, v in kwargs.items() if k != "hidden_states"}
+
+            return hook
+
+        def norm_hook(module, args):
+            dense_states[self.n_layers].append(args[0].to(self.state_device))
+
+        handles = [blk.register_forward_pre_hook(block_hook(j), with_kwargs=True) for j, blk in enumerate(self.blocks)]
+        handles.append(final_norm.register_forward_pre_hook(norm_hook))
+        try:
+            for batch in self.objective.batches:
+                captured.append({})
+                backbone(
+                    input_ids=batch.input_ids.to(self.device),
+                    attention_mask=batch.attention_mask.to(self.device),
+                    use_cache=False,
+                )
+        finally:
+            for handle in handles:
+                handle.remove()
+        self._block_kwargs = [[per_batch[j] for j in range(self.n_layers)] for per_batch in captured]
+        self._embeddings = dense_states[0]
+        for j, state in enumerate(dense_states):
+            self.states.put((frozenset(), j), state, pinned=True)
+        loss, acc = self._loss_of_state(dense_states[self.n_layers])
+        seconds = time.perf_counter() - started
+        self.stats.blocks_run += self.n_layers
+        self.stats.naive_blocks += self.n_layers
+        self.stats.tokens += self.n_layers * self._tokens_per_block
+        self.stats.distinct_evaluations += 1
+        self.stats.seconds += seconds
+        self._remember((), loss, acc)
+        return EvalRecord((), loss, acc, memo_hit=False, blocks_run=self.n_layers, seconds=seconds)
+
+    def _run_block(self, j: int, state: State) -> State:
+        block = self.blocks[j]
+        out = []
+        for b, hidden in enumerate(state):
+            result = block(hidden.to(self.device), **self._block_kwargs[b][j])
+            out.append(result.to(self.state_device))
+        self.stats.blocks_run += 1
+        self.stats.tokens += self._tokens_per_block
+        self._blocks_this_call += 1
+        return out
+
+    def _state_at(self, prefix: frozenset, j: int) -> State:
+        """State entering block j of the model without ``prefix`` (all < j), from the nearest cache."""
+        start, state = 0, None
+        for jj in range(j, -1, -1):
+            state = self.states.get((frozenset(x for x in prefix if x < jj), jj))
+            if state is not None:
+                start = jj
+                break
+        if state is None:
+            start, state = 0, self._embeddings
+        for k in range(start, j):
+            if k in prefix:
+                continue
+            state = self._run_block(k, state)
+            self.states.put((frozenset(x for x in prefix if x <= k), k + 1), state)
+        return state
+
+    @torch.no_grad()
+    def _compute(self, sets: list[tuple[int, ...]]) -> dict[tuple[int, ...], EvalRecord]:
+        results: dict[tuple[int, ...], EvalRecord] = {}
+        if not self.use_cache:
+            for key in sets:  # naive: embeddings → every kept block → loss, per set
+                self._blocks_this_call = 0
+                started = time.perf_counter()
+                state = self._embeddings
+                for j in range(self.n_layers):
+                    if j not in key:
+                        state = self._run_block(j, state)
+                results[key] = self._finish(key, state, started)
+            return results
+
+        def visit(j: int, prefix: frozenset, group: list[tuple[int, ...]], state: State | None) -> None:
+            if j == self.n_layers:
+                (key,) = group  # sets that agree on every decision are the same set
+                if state is None:
+                    state = self._state_at(prefix, j)
+                results[key] = self._finish(key, state, self._started)
+                self._started = time.perf_counter()
+                self._blocks_this_call = 0
+                return
+            keep = [s for s in group if j not in s]
+            drop = [s for s in group if j in s]
+            if keep:
+                following = self.states.get((prefix, j + 1))
+                if following is None:
+                    current = state if state is not None else self._state_at(prefix, j)
+                    following = self._run_block(j, current)
+                    self.states.put((prefix, j + 1), following)
+                visit(j + 1, prefix, keep, following)
+            if drop:
+                visit(j + 1, prefix | {j}, drop, state)
+
+        self._started = time.perf_counter()
+        self._blocks_this_call = 0
+        visit(0, frozenset(), sorted(sets), None)
+        return results
+
+    def _finish(self, key: tuple[int, ...], final_state: State, started: float) -> EvalRecord:
+        loss, acc = self._loss_of_state(final_state)
+        seconds = time.perf_counter() - started
+        self.stats.distinct_evaluations += 1
+        self.stats.seconds += seconds
+        self._remember(key, loss, acc)
+        return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds)
+
+    def _token_logprobs(self, b: int, final_hidden: torch.Tensor) -> torch.Tensor:
+        """log p(target) at the scored positions of batch b; the LM head runs only there."""
+        batch = self.objective.batches[b]
+        flat = final_hidden.reshape(-1, final_hidden.shape[-1])
+        positions = batch.flat_positions.to(flat.device)
+        targets = batch.targets.to(self.device)
+        pieces = []
+        for start in range(0, len(positions), self.head_chunk):
+            hidden = flat[positions[start : start + self.head_chunk]].to(self.device)
+            logits = self.family.logits(self.model, hidden).float()
+            chunk_targets = targets[start : start + self.head_chunk]
+            pieces.append(torch.log_softmax(logits, dim=-1).gather(1, chunk_targets[:, None]).squeeze(1))
+        return torch.cat(pieces)
+
+    def _loss_of_state(self, final_state: State) -> tuple[float, float | None]:
+        logprobs = [self._token_logprobs(b, hidden) for b, hidden in enumerate(final_state)]
+        return self.objective.reduce(logprobs)

@@ -1,0 +1,99 @@
+"""Physical block removal and export of pruned checkpoints."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from torch import nn
+
+from depthprune.io import atomic_write_json, format_layers
+from depthprune.models.families import family_for
+
+log = logging.getLogger(__name__)
+
+
+def validate_removed(removed: Iterable[int], n_layers: int, protected: Iterable[int] = ()) -> tuple[int, ...]:
+    """Sorted removed set, checked against the model's depth and the protected layers."""
+    removed = tuple(sorted(set(int(i) for i in removed)))
+    bad = [i for i in removed if not 0 <= i < n_layers]
+    if bad:
+        raise ValueError(f"removed layers {bad} are outside 0..{n_layers - 1}")
+    if len(removed) >= n_layers:
+        raise ValueError(f"cannot remove {len(removed)} of {n_layers} blocks: at least one must remain")
+    hit = sorted(set(removed) & set(int(p) for p in protected))
+    if hit:
+        raise ValueError(f"removed set contains protected layers {hit} (option protected_layers)")
+    return removed
+
+
+def remove_blocks(model: nn.Module, removed: Iterable[int]) -> nn.Module:
+    """Delete the given decoder blocks in place and make the model consistent again.
+
+    transformers 5 indexes the KV cache by ``self_attn.layer_idx`` and slices ``layers`` by
+    ``config.num_hidden_layers``; per-layer config lists (``layer_types``) must shrink too, or
+    generation with a cache silently uses the wrong slots.
+    """
+    family = family_for(model)
+    blocks = family.blocks(model)
+    removed = validate_removed(removed, len(blocks))
+    kept = [i for i in range(len(blocks)) if i not in set(removed)]
+    new_blocks = nn.ModuleList([blocks[i] for i in kept])
+    family.backbone(model).layers = new_blocks
+    for new_idx, block in enumerate(new_blocks):
+        attn = getattr(block, "self_attn", None)
+        if attn is not None and hasattr(attn, "layer_idx"):
+            attn.layer_idx = new_idx
+        if hasattr(block, "layer_idx"):
+            block.layer_idx = new_idx
+    for config in {id(c): c for c in (model.config, family.text_config(model))}.values():
+        config.num_hidden_layers = len(kept)
+        for attr in family.per_layer_config:
+            values = getattr(config, attr, None)
+            if isinstance(values, (list, tuple)) and len(values) == len(blocks):
+                setattr(config, attr, [values[i] for i in kept])
+    pruned_from = getattr(model.config, "depthprune_removed_layers", None)
+    # Record the removal in original indices so an exported checkpoint says what it is.
+    original = _original_indices(pruned_from, len(blocks) + len(pruned_from or ()))
+    model.config.depthprune_removed_layers = sorted(set(pruned_from or ()) | {original[i] for i in removed})
+    log.info("removed %d blocks %s; %d remain", len(removed), format_layers(removed), len(kept))
+    return model
+
+
+def _original_indices(already_removed, original_depth: int) -> list[int]:
+    gone = set(already_removed or ())
+    return [i for i in range(original_depth) if i not in gone]
+
+
+def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path) -> Path:
+    """Save weights, config and tokenizer so ``AutoModelForCausalLM.from_pretrained(out_dir)`` loads it.
+
+    Written to a temporary sibling folder and renamed, so a crash never leaves half a checkpoint.
+    """
+    import shutil
+    import tempfile
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        # A model loaded from GGUF carries a quantizer and quantization_config that describe the
+        # GGUF file, not these (dequantised) weights; saving them would make the checkpoint unloadable.
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        atomic_write_json(
+            tmp / "depthprune.json",
+            {"removed_layers": list(getattr(model.config, "depthprune_removed_layers", []) or [])},
+        )
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out_dir
