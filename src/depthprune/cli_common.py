@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
-from depthprune.calibration.objectives import CALIBRATIONS
+from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.io import parse_layers
-from depthprune.models.loading import DEFAULT_CACHE_DIR
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +16,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                        help="auto: float32 on CPU, bfloat16 on CUDA")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    group.add_argument("--model-cache-dir", default=str(DEFAULT_CACHE_DIR), help="where converted checkpoints are kept")
+    group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
 
 
 def add_calibration_args(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +36,7 @@ def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--token-budget", type=int, default=16384, help="max padded tokens per forward micro-batch")
     group.add_argument("--state-device", default="auto", help="where cached hidden states live (auto: model device)")
     group.add_argument("--state-cache-gib", type=float, default=None,
-                       help="state cache size (default: half the free GPU memory, or a quarter of RAM up to 16 GiB)")
+                       help="state cache size (default: half the free GPU memory, or an eighth of RAM up to 8 GiB)")
     group.add_argument("--memo", help="SQLite file shared by searches of the same model and calibration")
     group.add_argument("--no-cache", action="store_true", help="naive mode: every set from scratch, no memo")
     group.add_argument("--protected", default="", help="layers never removed, e.g. '0 29'")

@@ -102,7 +102,7 @@ class StateCache:
 
 
 def default_state_budget(state_device: torch.device) -> int:
-    """Half of the free accelerator memory, or a quarter of RAM (at most 16 GiB) on the CPU."""
+    """Half of the free accelerator memory, or an eighth of RAM (at most 8 GiB) on the CPU."""
     if state_device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(state_device)
         return int(free * 0.5)
@@ -112,7 +112,7 @@ def default_state_budget(state_device: torch.device) -> int:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         total = 8 << 30
-    return int(min(total // 4, 16 << 30))
+    return int(min(total // 8, 8 << 30))
 
 
 class SubsetEvaluator:
@@ -152,6 +152,8 @@ class SubsetEvaluator:
         self.states = StateCache(budget if use_cache else 0)
         self.stats = EvaluatorStats()
         self._memo: dict[tuple[int, ...], tuple[float, float | None]] = {}
+        self._blocks_this_call = 0  # blocks run for the evaluation now in progress
+        self._started = time.perf_counter()
         self._tokens_per_block = objective.n_tokens
         self.config_key = hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:20]
         self._sqlite = None
@@ -410,3 +412,25 @@ class SubsetEvaluator:
     def _loss_of_state(self, final_state: State) -> tuple[float, float | None]:
         logprobs = [self._token_logprobs(b, hidden) for b, hidden in enumerate(final_state)]
         return self.objective.reduce(logprobs)
+
+
+@torch.no_grad()
+def forward_loss(model: torch.nn.Module, objective: Objective) -> tuple[float, float | None]:
+    """L of ``model`` by its plain forward pass (no caches, no hooks): the reference that masked
+    evaluation must reproduce, and how a physically pruned or exported model is scored."""
+    family = family_for(model)
+    device = next(model.parameters()).device
+    logprobs = []
+    for batch in objective.batches:
+        hidden = family.backbone(model)(
+            input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False
+        ).last_hidden_state
+        # last_hidden_state is already normed; apply only the head (and softcap) at scored positions.
+        flat = hidden.reshape(-1, hidden.shape[-1])[batch.flat_positions.to(device)]
+        logits = family.head(model)(flat)
+        cap = getattr(family.text_config(model), family.logit_softcap_attr, None) if family.logit_softcap_attr else None
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        lp = torch.log_softmax(logits.float(), dim=-1).gather(1, batch.targets.to(device)[:, None]).squeeze(1)
+        logprobs.append(lp)
+    return objective.reduce(logprobs)

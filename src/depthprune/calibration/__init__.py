@@ -1,5 +1,13 @@
 """Calibration data and objectives (spec §2)."""
 
-from depthprune.calibration.objectives import CALIBRATIONS, Objective, build_objective, calibration_spec
+from depthprune.calibration.specs import CALIBRATIONS, CalibrationSpec, calibration_spec
 
-__all__ = ["CALIBRATIONS", "Objective", "build_objective", "calibration_spec"]
+__all__ = ["CALIBRATIONS", "CalibrationSpec", "build_objective", "calibration_spec"]
+
+
+def __getattr__(name):
+    if name in ("build_objective", "Objective"):
+        from depthprune.calibration import objectives
+
+        return getattr(objectives, name)
+    raise AttributeError(f"module 'depthprune.calibration' has no attribute {name!r}")

@@ -1,17 +1,26 @@
-"""Model loading, family adapters, block removal and export."""
+"""Model loading, family adapters, block removal and export.
 
-from depthprune.models.families import FAMILIES, Family, family_for
-from depthprune.models.loading import LoadedModel, load_model, materialise
-from depthprune.models.pruning import export_pruned, remove_blocks, validate_removed
+Names are imported lazily so that light sub-commands (``depthprune render``) never import torch.
+"""
 
-__all__ = [
-    "FAMILIES",
-    "Family",
-    "LoadedModel",
-    "export_pruned",
-    "family_for",
-    "load_model",
-    "materialise",
-    "remove_blocks",
-    "validate_removed",
-]
+import importlib
+
+_EXPORTS = {
+    "FAMILIES": "families",
+    "Family": "families",
+    "family_for": "families",
+    "LoadedModel": "loading",
+    "load_model": "loading",
+    "materialise": "loading",
+    "export_pruned": "pruning",
+    "remove_blocks": "pruning",
+    "validate_removed": "pruning",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"depthprune.models.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'depthprune.models' has no attribute {name!r}")

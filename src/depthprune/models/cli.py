@@ -44,11 +44,10 @@ def run_export(args) -> int:
 
 def register(subparsers) -> None:
     from depthprune.cli_common import add_model_args
-    from depthprune.models.loading import DEFAULT_CACHE_DIR
 
     prepare = subparsers.add_parser("prepare-model", help="convert/cache a model spec once (GGUF -> safetensors)")
     prepare.add_argument("--model", required=True, help="model spec (see docs/architecture.md)")
-    prepare.add_argument("--model-cache-dir", default=str(DEFAULT_CACHE_DIR))
+    prepare.add_argument("--model-cache-dir", default="resources/models")
     prepare.set_defaults(func=run_prepare)
 
     export = subparsers.add_parser("export", help="write a pruned checkpoint loadable by from_pretrained / lm_eval")

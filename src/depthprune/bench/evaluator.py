@@ -1,0 +1,71 @@
+"""Benchmark of the subset evaluator: the same workload with and without its caches.
+
+Workload (issue: engine §7): the single-layer prior plus one full greedy pass to M = 9 under
+``ppl_c4``, on the embedded model. Run twice in one process: the evaluator as the pipeline uses it
+(memo, state cache, batch trie), and in ``no_cache`` mode (every set from scratch, nothing
+remembered). Prints blocks run, wall seconds and the largest loss difference, then one summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="embedded:smollm2-135m")
+    parser.add_argument("--data-dir", help="offline mirror (default: hub)")
+    parser.add_argument("--calibration", default="ppl_c4")
+    parser.add_argument("--n-samples", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--budget", type=int, default=9, help="greedy pass length M")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _workload(args, no_cache: bool, loaded=None):
+    from depthprune.cli_common import build_evaluator
+    from depthprune.prior import compute_prior
+    from depthprune.search.runner import run_search
+
+    namespace = argparse.Namespace(
+        model=args.model, name=None, dtype="float32", device="cpu", model_cache_dir="resources/models",
+        calibration=args.calibration, data_dir=args.data_dir, n_samples=args.n_samples, seq_len=args.seq_len,
+        seed=args.seed, tlm_format="text", c4_dataset=DEFAULT_C4_DATASET, cs170k_dataset=DEFAULT_CS170K_DATASET,
+        token_budget=16384, state_device="auto", state_cache_gib=None, memo=None, no_cache=no_cache, protected="",
+    )
+    started = time.perf_counter()
+    evaluator = build_evaluator(namespace, loaded=loaded)
+    prior = compute_prior(evaluator)
+    with tempfile.TemporaryDirectory() as workdir:
+        result = run_search(evaluator, "greedy", args.budget, prior["scores"], args.seed, workdir)
+    wall = time.perf_counter() - started
+    losses = [prior["empty_loss"], *prior["scores"]] + [entry.loss for entry in result.trace]
+    return evaluator, wall, losses, result
+
+
+def run(args) -> int:
+    from depthprune.models.loading import load_model
+
+    loaded = load_model(args.model, dtype="float32", device="cpu")
+    rows = {}
+    for label, no_cache in (("cached", False), ("uncached", True)):
+        evaluator, wall, losses, result = _workload(args, no_cache, loaded)
+        rows[label] = (evaluator.stats, wall, losses, result)
+        n_layers = evaluator.n_layers
+        del evaluator  # free the cached states before the second run
+    (c_stats, c_wall, c_losses, c_result), (u_stats, u_wall, u_losses, u_result) = rows["cached"], rows["uncached"]
+    max_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(c_losses, u_losses))
+    equal = len(c_losses) == len(u_losses) and max_diff <= 1e-5 and c_result.removed == u_result.removed
+    print(f"workload: prior ({n_layers} + 1 sets) + greedy to M={args.budget} under {args.calibration}, "
+          f"{args.n_samples} x {args.seq_len} tokens, {args.model}")
+    print(f"{'mode':<10}{'evaluations':>13}{'memo hits':>11}{'blocks run':>12}{'wall s':>10}")
+    for label, (stats, wall, _, _) in rows.items():
+        print(f"{label:<10}{stats.distinct_evaluations:>13}{stats.memo_hits:>11}{stats.blocks_run:>12}{wall:>10.1f}")
+    print(f"max relative loss difference: {max_diff:.2e}; greedy set cached={list(c_result.removed)} "
+          f"uncached={list(u_result.removed)}")
+    print(f"evaluator: losses_equal={'yes' if equal else 'no'} "
+          f"blocks_ratio={c_stats.blocks_run / u_stats.blocks_run:.3f} wall_ratio={c_wall / u_wall:.3f}")
+    return 0

@@ -1,0 +1,74 @@
+"""The engine's sub-commands: prior, export, prepare-model, and their error handling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from depthprune.cli import main
+
+
+def test_help_lists_every_stage(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("prepare-model", "prior", "search", "evaluate", "export", "aggregate", "render", "bench"):
+        assert command in out
+
+
+def test_module_entry_point_matches_console_script():
+    result = subprocess.run([sys.executable, "-m", "depthprune", "prior", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "--calibration" in result.stdout
+
+
+@pytest.mark.parametrize("calibration", ["ppl_c4", "tlm_cs170k"])
+def test_prior_writes_prior_json(calibration, tiny_model_dir, data_dir, tmp_path):
+    out = tmp_path / "prior.json"
+    code = main(["prior", "--model", str(tiny_model_dir), "--name", "tiny", "--calibration", calibration,
+                 "--data-dir", str(data_dir), "--n-samples", "4", "--seq-len", "32", "--protected", "0", "--out", str(out)])
+    assert code == 0
+    prior = json.loads(out.read_text())
+    assert prior["model"] == "tiny" and prior["calibration"] == calibration and prior["n_layers"] == 8
+    assert prior["scores"][0] is None and all(isinstance(s, float) for s in prior["scores"][1:])
+    assert sorted(prior["ranking"]) == list(range(1, 8))
+    assert prior["cost"]["evaluations"] == 8
+    assert prior["versions"]["torch"] == torch.__version__
+    if calibration == "tlm_cs170k":
+        assert prior["metric_name"] == "calibration_accuracy" and 0 <= prior["empty_accuracy"] <= 1
+    else:
+        assert prior["empty_metric"] == pytest.approx(2.718281828 ** prior["empty_loss"])
+    assert not list(tmp_path.glob(".*tmp"))  # nothing half-written left behind
+
+
+def test_export_cli_loads_with_plain_transformers(tiny_model_dir, tmp_path):
+    out = tmp_path / "pruned"
+    assert main(["export", "--model", str(tiny_model_dir), "--removed", "2 5", "--out", str(out)]) == 0
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.num_hidden_layers == 6
+    assert model.config.depthprune_removed_layers == [2, 5]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["prior", "--calibration", "ppl_c4", "--data-dir", "{missing}", "--n-samples", "2", "--out", "{tmp}/p.json"],
+         "c4/train.jsonl not found in the local mirror (option data_dir"),
+        (["export", "--removed", "0 1 2 3 4 5 6 7", "--out", "{tmp}/x"], "at least one must remain"),
+        (["export", "--removed", "9", "--out", "{tmp}/x"], "outside 0..7"),
+        (["prior", "--calibration", "ppl_c4", "--data-dir", "{data}", "--n-samples", "2", "--protected", "12",
+          "--out", "{tmp}/p.json"], "protected_layers [12]"),
+    ],
+)
+def test_bad_input_exits_2_with_a_named_cause(argv, message, tiny_model_dir, data_dir, tmp_path, capsys):
+    fill = {"missing": str(tmp_path / "nowhere"), "tmp": str(tmp_path), "data": str(data_dir)}
+    argv = [a.format(**fill) for a in argv]
+    code = main([argv[0], "--model", str(tiny_model_dir), *argv[1:]])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "x").exists()

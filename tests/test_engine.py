@@ -1,0 +1,199 @@
+"""Engine: masked = physically pruned = exported; cached = uncached; family adapters; errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from depthprune.calibration import build_objective
+from depthprune.calibration.data import load_c4_documents
+from depthprune.evaluator import SubsetEvaluator, forward_loss
+from depthprune.models import FAMILIES, export_pruned, family_for, load_model, remove_blocks
+from depthprune.models.loading import LoadedModel
+from depthprune.models.tiny import tiny_config
+
+CALIBRATIONS = ["ppl_c4", "tlm_cs170k", "ppl_cs170k"]
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return load_model(str(tiny_model_dir), device="cpu")
+
+
+def objective_for(calibration, tokenizer, data_dir, **kw):
+    settings = dict(n_samples=6, seq_len=48, seed=1, token_budget=128)
+    settings.update(kw)
+    return build_objective(calibration, tokenizer, data_dir=data_dir, **settings)
+
+
+@pytest.mark.parametrize("calibration", CALIBRATIONS)
+def test_masked_equals_pruned_equals_exported(calibration, tiny, tiny_model_dir, data_dir, tmp_path):
+    objective = objective_for(calibration, tiny.tokenizer, data_dir)
+    evaluator = SubsetEvaluator(tiny, objective, calibration=calibration)
+    removed = (1, 4, 5)
+    masked = evaluator.evaluate([removed])[0]
+
+    pruned = load_model(str(tiny_model_dir), device="cpu")
+    remove_blocks(pruned.model, removed)
+    assert pruned.model.config.num_hidden_layers == 5
+    physical_loss, physical_acc = forward_loss(pruned.model, objective)
+    assert relative(masked.loss, physical_loss) <= 1e-5
+
+    out = export_pruned(pruned.model, pruned.tokenizer, tmp_path / "pruned")
+    reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    assert reloaded.config.num_hidden_layers == 5
+    assert json.loads((out / "depthprune.json").read_text())["removed_layers"] == list(removed)
+    exported_loss, exported_acc = forward_loss(reloaded, objective)
+    assert relative(masked.loss, exported_loss) <= 1e-5
+    assert masked.accuracy == physical_acc == exported_acc
+    # the dense capture pass is the reference forward too
+    assert relative(evaluator.empty_record().loss, forward_loss(tiny.model, objective)[0]) <= 1e-6
+
+
+@pytest.mark.parametrize("calibration", ["ppl_c4", "tlm_cs170k"])
+def test_cached_equals_uncached_and_costs_less(calibration, tiny, data_dir):
+    objective = objective_for(calibration, tiny.tokenizer, data_dir)
+    cached = SubsetEvaluator(tiny, objective, calibration=calibration)
+    naive = SubsetEvaluator(tiny, objective, calibration=calibration, use_cache=False)
+    # a greedy-like workload: singles, then pairs sharing a prefix, with repeats
+    sets = [(i,) for i in range(8)] + [(2, i) for i in range(8) if i != 2] + [(2,), (2, 5), (2, 5, 7), (0, 7)]
+    a, b = cached.evaluate(sets), naive.evaluate(sets)
+    assert [r.removed for r in a] == [r.removed for r in b]
+    for x, y in zip(a, b):
+        assert relative(x.loss, y.loss) <= 1e-5
+        assert x.accuracy == y.accuracy
+    assert naive.stats.blocks_run == naive.stats.naive_blocks
+    assert cached.stats.blocks_run < 0.6 * naive.stats.blocks_run
+    assert sum(r.memo_hit for r in a) == 2 and not any(r.memo_hit for r in b)
+    # losses differ between subsets: the test can tell sets apart
+    assert len({round(r.loss, 9) for r in a}) > 10
+
+
+def test_tiny_state_budget_recomputes_exactly(tiny, data_dir):
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir)
+    roomy = SubsetEvaluator(tiny, objective, calibration="ppl_c4")
+    starved = SubsetEvaluator(tiny, objective, calibration="ppl_c4", state_cache_gib=1e-5)
+    sets = [(3, 6), (1,), (0, 2, 7), (5,)]
+    for x, y in zip(roomy.evaluate(sets), starved.evaluate(sets)):
+        assert x.loss == pytest.approx(y.loss, rel=1e-6)
+    assert starved.states.bytes <= starved.states.budget
+
+
+def test_sqlite_memo_shared_between_evaluators(tiny, data_dir, tmp_path):
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir)
+    memo = tmp_path / "memo.sqlite"
+    first = SubsetEvaluator(tiny, objective, calibration="ppl_c4", memo_path=str(memo))
+    loss = first.loss((2, 3))
+    second = SubsetEvaluator(tiny, objective, calibration="ppl_c4", memo_path=str(memo))
+    record = second.evaluate([(2, 3)])[0]
+    assert record.memo_hit and record.loss == loss and record.blocks_run == 0
+    # a different seed is a different calibration set: no sharing
+    other = objective_for("ppl_c4", tiny.tokenizer, data_dir, seed=2)
+    third = SubsetEvaluator(tiny, other, calibration="ppl_c4", memo_path=str(memo), settings={"seed": 2})
+    assert not third.evaluate([(2, 3)])[0].memo_hit
+
+
+def test_seeded_sampling_is_deterministic(tiny, data_dir):
+    a = objective_for("ppl_c4", tiny.tokenizer, data_dir, seed=3)
+    b = objective_for("ppl_c4", tiny.tokenizer, data_dir, seed=3)
+    c = objective_for("ppl_c4", tiny.tokenizer, data_dir, seed=4)
+    assert a.data_hash == b.data_hash != c.data_hash
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_adapter(family, tiny, data_dir):
+    config = tiny_config(family, n_layers=6, vocab_size=len(tiny.tokenizer))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                param.mul_(8.0)
+    assert family_for(model).name == family
+    loaded = LoadedModel(model=model, tokenizer=tiny.tokenizer, spec=f"test:{family}", name=family, path="-")
+    # long enough (48 tokens) that sliding-window layers (window 32) actually mask
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=3, seq_len=48)
+    evaluator = SubsetEvaluator(loaded, objective, calibration="ppl_c4")
+    removed = (1, 3)
+    masked = evaluator.loss(removed)
+    remove_blocks(model, removed)
+    assert model.config.num_hidden_layers == 4
+    if getattr(model.config, "layer_types", None) is not None:
+        assert len(model.config.layer_types) == 4
+    assert [blk.self_attn.layer_idx for blk in family_for(model).blocks(model)] == [0, 1, 2, 3]
+    assert relative(masked, forward_loss(model, objective)[0]) <= 1e-5
+    # generation with the KV cache agrees with generation without it
+    prompt = tiny.tokenizer("The weather today", return_tensors="pt")
+    with torch.no_grad():
+        with_cache = model.generate(**prompt, max_new_tokens=6, do_sample=False, use_cache=True)
+        without = model.generate(**prompt, max_new_tokens=6, do_sample=False, use_cache=False)
+    assert torch.equal(with_cache, without)
+
+
+def test_gate_derivatives_match_finite_differences(tiny, data_dir):
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=2, seq_len=24)
+    evaluator = SubsetEvaluator(tiny, objective, calibration="ppl_c4")
+    grad, hess = evaluator.gate_derivatives()
+    assert grad.shape == (8,) and hess.shape == (8, 8)
+    assert abs(hess - hess.T).max() < 1e-6
+    # L(alpha) along block 2's gate: central differences of the gated forward
+    blocks = evaluator.blocks
+
+    def gated_loss(scale: float) -> float:
+        with torch.no_grad():
+            total = 0.0
+            for b, batch in enumerate(objective.batches):
+                hidden = evaluator._embeddings[b]
+                for j, block in enumerate(blocks):
+                    update = block(hidden, **evaluator._block_kwargs[b][j]) - hidden
+                    hidden = hidden + (scale if j == 2 else 1.0) * update
+                total += float(objective.batch_loss(batch, evaluator._token_logprobs(b, hidden)))
+            return total
+
+    h = 1e-2
+    fd_grad = (gated_loss(1 + h) - gated_loss(1 - h)) / (2 * h)
+    fd_curv = (gated_loss(1 + h) - 2 * gated_loss(1.0) + gated_loss(1 - h)) / h**2
+    assert fd_grad == pytest.approx(grad[2], rel=2e-2, abs=1e-5)
+    assert fd_curv == pytest.approx(hess[2, 2], rel=5e-2, abs=1e-4)
+
+
+# ----------------------------------------------------------------------------- errors
+def test_errors_name_the_problem(tiny, data_dir, tmp_path):
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir)
+    evaluator = SubsetEvaluator(tiny, objective, calibration="ppl_c4", protected=(0,))
+    with pytest.raises(ValueError, match="at least one must remain"):
+        evaluator.loss(tuple(range(8)))
+    with pytest.raises(ValueError, match="protected"):
+        evaluator.loss((0, 3))
+    with pytest.raises(ValueError, match="outside"):
+        evaluator.loss((8,))
+    with pytest.raises(ValueError, match="protected_layers"):
+        SubsetEvaluator(tiny, objective, calibration="ppl_c4", protected=(9,))
+    with pytest.raises(FileNotFoundError, match=r"c4/train.jsonl.*data_dir"):
+        load_c4_documents(tmp_path)
+    with pytest.raises(ValueError, match="calibration 'nope'"):
+        build_objective("nope", tiny.tokenizer, data_dir=data_dir)
+    with pytest.raises(ValueError, match="n_samples=5000"):
+        objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=5000)
+
+
+def test_unknown_family_is_named():
+    from transformers import GPT2Config
+
+    model = AutoModelForCausalLM.from_config(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100))
+    with pytest.raises(ValueError, match="model_type='gpt2'"):
+        family_for(model)
+
+
+def test_hub_unreachable_error_names_dataset_and_option(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match=r"allenai/c4.*data_dir"):
+        load_c4_documents(None, pool=2)
