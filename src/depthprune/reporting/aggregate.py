@@ -1,0 +1,304 @@
+"""Collect every selection.json and metrics.csv into three tidy/wide tables under results/aggregate/.
+
+The aggregate is the only input of the figures and tables:
+
+- ``selections``: one row per search result (selection.json), removed set as "3 5 7".
+- ``metrics``: every metrics.csv row (pruned and dense models), contract columns.
+- ``summary``: one row per (model, calibration, budget, algorithm) with the headline value of every
+  benchmark (``ppl_<benchmark>`` for perplexities, ``acc_<benchmark>`` for accuracies, as fractions),
+  ``avg_perplexity`` (mean of the three perplexity benchmarks) and ``avg_accuracy`` (mean of the six
+  zero-shot headline metrics), plus the search cost columns of the selection.
+
+An average is NaN when one of its parts is missing: a partial mean would not be comparable with the
+complete ones next to it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
+
+log = logging.getLogger(__name__)
+
+KEY = ["model", "calibration", "budget", "algorithm"]
+
+PERPLEXITY_BENCHMARKS = ("wikitext2", "c4", "lambada_openai")
+ZERO_SHOT_BENCHMARKS = ("hellaswag", "winogrande", "arc_easy", "arc_challenge", "piqa", "boolq")
+PERPLEXITY_COLUMNS = tuple(f"ppl_{b}" for b in PERPLEXITY_BENCHMARKS)
+ACCURACY_COLUMNS = tuple(f"acc_{b}" for b in ZERO_SHOT_BENCHMARKS)
+
+METRICS_COLUMNS = [
+    "model", "calibration", "budget", "algorithm", "removed",
+    "benchmark", "metric", "value", "stderr", "n", "headline",
+]  # fmt: skip
+SELECTION_REQUIRED = ["model", "calibration", "budget", "algorithm", "removed", "n_layers"]
+SELECTION_COLUMNS = [
+    "model", "calibration", "budget", "algorithm", "removed", "n_layers", "loss",
+    "calibration_perplexity", "calibration_accuracy", "distinct_evaluations", "memo_hits",
+    "blocks_run", "search_seconds", "seed", "hyperparameters", "source",
+]  # fmt: skip
+SUMMARY_SELECTION_COLUMNS = [
+    "removed", "n_layers", "loss", "calibration_perplexity", "calibration_accuracy",
+    "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "seed",
+]  # fmt: skip
+
+AGGREGATE_TABLES = ("selections", "metrics", "summary")
+DENSE_CALIBRATION = "none"
+DENSE_ALGORITHM = "dense"
+
+
+def calibration_kind(calibration: str) -> str:
+    """'tlm' (task-likelihood pruning), 'ppl' (perplexity pruning), 'none' (dense) or 'other'."""
+    for kind in ("tlm", "ppl"):
+        if calibration.startswith(kind):
+            return kind
+    return "none" if calibration == DENSE_CALIBRATION else "other"
+
+
+# --------------------------------------------------------------------------- discovery and reading
+
+
+def discover_result_files(results_dir: str | Path) -> tuple[list[Path], list[Path]]:
+    """selection.json and metrics.csv files of the Snakemake layout under ``results_dir``."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"--results {root}: directory not found")
+    selections = sorted(root.glob("*/*/M*/*/selection.json"))
+    metrics = sorted(root.glob("*/*/M*/*/metrics.csv")) + sorted(root.glob("*/dense/metrics.csv"))
+    return selections, metrics
+
+
+def read_selection(path: Path) -> dict:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: selection.json must hold a JSON object")
+    missing = [k for k in SELECTION_REQUIRED if k not in data]
+    if missing:
+        raise ValueError(f"{path}: selection.json lacks {', '.join(missing)}")
+    row = {col: data.get(col) for col in SELECTION_COLUMNS}
+    row["removed"] = format_layers(parse_layers(data["removed"]))
+    row["budget"] = int(data["budget"])
+    row["n_layers"] = int(data["n_layers"])
+    if len(parse_layers(row["removed"])) != row["budget"]:
+        raise ValueError(f"{path}: removes {len(parse_layers(row['removed']))} layers but budget is {row['budget']}")
+    # Parquet needs one type per column: keep the free-form dict as canonical JSON text.
+    row["hyperparameters"] = json.dumps(data.get("hyperparameters") or {}, sort_keys=True)
+    row["source"] = str(path)
+    return row
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found")
+    text_columns = {c: str for c in ("model", "calibration", "algorithm", "removed", "benchmark", "metric")}
+    try:
+        frame = pd.read_csv(
+            path, dtype=text_columns, keep_default_na=False, na_values={"value": [""], "stderr": [""], "n": [""]}
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable CSV ({err})") from err
+    missing = [c for c in METRICS_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: metrics.csv lacks columns {', '.join(missing)}")
+    frame = frame[METRICS_COLUMNS].copy()
+    frame["removed"] = frame["removed"].map(lambda s: format_layers(parse_layers(s)))
+    for col in ("budget", "value", "stderr", "n"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    if frame["budget"].isna().any():
+        raise ValueError(f"{path}: non-numeric budget")
+    frame["budget"] = frame["budget"].astype(int)
+    frame["headline"] = frame["headline"].map(lambda v: _parse_bool(v, path))
+    return frame
+
+
+def _parse_bool(value, path: Path) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ValueError(f"{path}: headline must be true/false, got {value!r}")
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+@dataclass
+class Aggregate:
+    selections: pd.DataFrame
+    metrics: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def aggregate(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> Aggregate:
+    """Build the three aggregate tables from explicit file lists."""
+    selections = _selections_frame([Path(p) for p in selection_files])
+    metrics = _metrics_frame([Path(p) for p in metrics_files])
+    _check_consistency(selections, metrics)
+    summary = build_summary(selections, metrics)
+    return Aggregate(selections=selections, metrics=metrics, summary=summary)
+
+
+def _selections_frame(paths: list[Path]) -> pd.DataFrame:
+    rows = [read_selection(p) for p in paths]
+    frame = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
+    _raise_on_duplicates(frame, "selection.json")
+    numeric = [
+        c
+        for c in SELECTION_COLUMNS
+        if c not in ("model", "calibration", "algorithm", "removed", "hyperparameters", "source")
+    ]
+    for col in numeric:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    frame["budget"] = frame["budget"].astype(int)
+    frame["n_layers"] = frame["n_layers"].astype(int)
+    return frame.sort_values(KEY, kind="stable").reset_index(drop=True)
+
+
+def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
+    frames = []
+    for path in paths:
+        frame = read_metrics(path)
+        frame["source"] = str(path)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=METRICS_COLUMNS + ["source"])
+    metrics = pd.concat(frames, ignore_index=True)
+    dup = metrics.duplicated(KEY + ["benchmark", "metric"], keep=False)
+    if dup.any():
+        first = metrics[dup].iloc[0]
+        files = sorted(set(metrics[dup & (metrics["benchmark"] == first["benchmark"])]["source"]))
+        raise ValueError(
+            f"metrics for {_key_text(first)} {first['benchmark']}/{first['metric']} appear more than once "
+            f"(in {', '.join(files)})"
+        )
+    return metrics.sort_values(KEY + ["benchmark", "metric"], kind="stable").reset_index(drop=True)
+
+
+def _raise_on_duplicates(frame: pd.DataFrame, what: str) -> None:
+    dup = frame.duplicated(KEY, keep=False)
+    if dup.any():
+        first = frame[dup].iloc[0]
+        same = frame[(frame[KEY] == first[KEY]).all(axis=1)]
+        raise ValueError(f"two {what} files for {_key_text(first)}: {', '.join(same['source'])}")
+
+
+def _key_text(row) -> str:
+    return f"model={row['model']} calibration={row['calibration']} M={row['budget']} algorithm={row['algorithm']}"
+
+
+def _check_consistency(selections: pd.DataFrame, metrics: pd.DataFrame) -> None:
+    """A metrics.csv must evaluate the set its selection.json removed; otherwise it is stale."""
+    if selections.empty or metrics.empty:
+        return
+    evaluated = metrics.drop_duplicates(KEY + ["removed"])[KEY + ["removed", "source"]]
+    joined = selections[KEY + ["removed"]].merge(evaluated, on=KEY, suffixes=("", "_metrics"))
+    stale = joined[joined["removed"] != joined["removed_metrics"]]
+    if not stale.empty:
+        row = stale.iloc[0]
+        raise ValueError(
+            f"{row['source']}: evaluates removed=[{row['removed_metrics']}] but the selection for "
+            f"{_key_text(row)} removes [{row['removed']}] (stale metrics; re-run evaluate)"
+        )
+
+
+def headline_values(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Wide frame: one row per key, one column per benchmark (``ppl_``/``acc_`` + benchmark)."""
+    head = metrics[metrics["headline"].astype(bool)].copy()
+    if head.empty:
+        return pd.DataFrame(columns=KEY)
+    dup = head.duplicated(KEY + ["benchmark"], keep=False)
+    if dup.any():
+        row = head[dup].iloc[0]
+        raise ValueError(f"{row['source']}: more than one headline metric for benchmark {row['benchmark']}")
+    head["column"] = np.where(head["metric"] == "perplexity", "ppl_", "acc_") + head["benchmark"]
+    return head.pivot(index=KEY, columns="column", values="value").reset_index().rename_axis(columns=None)
+
+
+def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, calibration, budget, algorithm) found in either input, dense included."""
+    wide = headline_values(metrics)
+    keys = pd.concat([selections[KEY], wide[KEY], metrics[KEY]]).drop_duplicates()
+    summary = keys.merge(selections[KEY + SUMMARY_SELECTION_COLUMNS], on=KEY, how="left")
+    summary = summary.merge(wide, on=KEY, how="left")
+    for col in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS:
+        if col not in summary:
+            summary[col] = np.nan
+    if not metrics.empty:
+        # Dense rows (and evaluations without a selection.json) take the removed set from metrics.csv.
+        removed = metrics.drop_duplicates(KEY)[KEY + ["removed"]].rename(columns={"removed": "removed_metrics"})
+        summary = summary.merge(removed, on=KEY, how="left")
+        summary["removed"] = summary["removed"].fillna(summary["removed_metrics"])
+        summary = summary.drop(columns="removed_metrics")
+    summary["removed"] = summary["removed"].fillna("")
+    # mean(skipna=False): an average with a missing part is NaN, never a partial mean.
+    summary["avg_perplexity"] = summary[list(PERPLEXITY_COLUMNS)].mean(axis=1, skipna=False)
+    summary["avg_accuracy"] = summary[list(ACCURACY_COLUMNS)].mean(axis=1, skipna=False)
+    summary.insert(4, "calibration_kind", summary["calibration"].map(calibration_kind))
+    extra = sorted(
+        c for c in summary.columns if c.startswith(("ppl_", "acc_")) and c not in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS
+    )
+    ordered = (
+        KEY + ["calibration_kind"] + SUMMARY_SELECTION_COLUMNS + list(PERPLEXITY_COLUMNS) + ["avg_perplexity"]
+        + list(ACCURACY_COLUMNS) + ["avg_accuracy"] + extra
+    )  # fmt: skip
+    summary["budget"] = summary["budget"].astype(int)
+    return summary[ordered].sort_values(KEY, kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_aggregate(agg: Aggregate, out_dir: str | Path) -> list[Path]:
+    """Write ``<name>.csv`` and ``<name>.parquet`` for the three tables; return the paths."""
+    out = Path(out_dir)
+    written = []
+    for name in AGGREGATE_TABLES:
+        frame = getattr(agg, name)
+        for suffix, writer in ((".csv", atomic_write_csv), (".parquet", atomic_write_parquet)):
+            path = out / f"{name}{suffix}"
+            writer(path, frame)
+            written.append(path)
+    log.info(
+        "aggregate: %d selections, %d metric rows, %d summary rows -> %s",
+        len(agg.selections),
+        len(agg.metrics),
+        len(agg.summary),
+        out,
+    )
+    return written
+
+
+def load_aggregate(aggregate_dir: str | Path, tables: Iterable[str] = AGGREGATE_TABLES) -> Aggregate:
+    """Read the Parquet aggregate (exact dtypes); a missing or unreadable file is an error naming it."""
+    root = Path(aggregate_dir)
+    required = {
+        "selections": SELECTION_REQUIRED,
+        "metrics": METRICS_COLUMNS,
+        "summary": KEY + ["removed", "avg_perplexity", "avg_accuracy", *PERPLEXITY_COLUMNS, *ACCURACY_COLUMNS],
+    }
+    frames = {}
+    for name in AGGREGATE_TABLES:
+        if name not in tables:
+            frames[name] = pd.DataFrame()
+            continue
+        path = root / f"{name}.parquet"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: aggregate file not found (run `depthprune aggregate` first)")
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
+            raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+        missing = [c for c in required[name] if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{path}: lacks columns {', '.join(missing)}")
+        frames[name] = frame
+    return Aggregate(**frames)

@@ -1,0 +1,67 @@
+"""``depthprune aggregate`` and ``depthprune render``.
+
+Heavy imports (pandas, matplotlib, scipy) happen inside the command functions, so building the
+parser stays cheap; nothing here (or in the reporting package) imports torch or transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers) -> None:
+    agg = subparsers.add_parser(
+        "aggregate",
+        help="collect selection.json / metrics.csv files into results/aggregate/",
+        description=(
+            "Aggregate every selection.json and metrics.csv into selections, metrics and summary tables "
+            "(CSV and Parquet). Files come from --results (Snakemake layout) or from explicit lists."
+        ),
+    )
+    agg.add_argument("--results", default="results", help="results folder to search (default: results)")
+    agg.add_argument("--selections", nargs="*", metavar="FILE", help="explicit selection.json files (skips the search)")
+    agg.add_argument("--metrics", nargs="*", metavar="FILE", help="explicit metrics.csv files (skips the search)")
+    agg.add_argument("--out", default="results/aggregate", help="output folder (default: results/aggregate)")
+    agg.set_defaults(func=run_aggregate)
+
+    ren = subparsers.add_parser(
+        "render",
+        help="draw Figures 1-3, Tables 1-5 and the analyses from results/aggregate/",
+        description="Render figures, tables, analyses and observations.md from the aggregate (no model is loaded).",
+    )
+    ren.add_argument("--aggregate", default="results/aggregate", help="aggregate folder (default: results/aggregate)")
+    ren.add_argument("--out", default="figures", help="output folder (default: figures)")
+    ren.add_argument(
+        "--only", default=None, metavar="LIST",
+        help="comma-separated subset: figure1,figure2,figure3,table1..table5,analyses,observations",
+    )  # fmt: skip
+    ren.set_defaults(func=run_render)
+
+
+def run_aggregate(args: argparse.Namespace) -> int:
+    from depthprune.reporting.aggregate import aggregate, discover_result_files, write_aggregate
+
+    if args.selections is not None or args.metrics is not None:
+        selection_files, metrics_files = list(args.selections or []), list(args.metrics or [])
+        origin = "the --selections/--metrics lists"
+    else:
+        selection_files, metrics_files = discover_result_files(args.results)
+        origin = f"--results {args.results}"
+    if not selection_files and not metrics_files:
+        raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
+    written = write_aggregate(aggregate(selection_files, metrics_files), args.out)
+    print(
+        f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
+    )
+    return 0
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from depthprune.reporting.render import parse_only, render
+
+    written = render(args.aggregate, args.out, only=parse_only(args.only))
+    print(f"render: {len(written)} files -> {args.out}")
+    return 0

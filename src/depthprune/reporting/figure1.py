@@ -1,0 +1,105 @@
+"""Figure 1: which layers each algorithm removed.
+
+One panel per (calibration, model, M): rows are the seven algorithms (spec order), columns the layers
+(0-based), a filled cell is a removed layer, in the calibration's colour. Panels are stacked by
+calibration, then M (as the paper's (a)/(b) blocks with M = 7 above M = 9); models side by side.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+
+from depthprune.io import parse_layers
+from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.style import (
+    COLUMN_WIDTH_IN,
+    EMPTY_CELL,
+    NOTE_COLOUR,
+    TEXT_WIDTH_IN,
+    algorithm_name,
+    calibration_colour,
+    figure_style,
+    new_figure,
+    note_panel,
+    ordered_algorithms,
+    ordered_calibrations,
+    panel_title,
+    save_figure,
+)
+
+ROW_HEIGHT_IN = 0.16  # per algorithm row: 6 pt labels stay legible
+PANEL_EXTRA_IN = 0.42  # title and tick labels
+
+
+def removal_matrix(group: pd.DataFrame, algorithms: list[str], n_layers: int) -> np.ndarray:
+    """algorithms × layers: 1 removed, 0 kept, NaN for an algorithm without a result."""
+    matrix = np.full((len(algorithms), n_layers), np.nan)
+    for algorithm, removed in zip(group["algorithm"], group["removed"]):
+        row = np.zeros(n_layers)
+        row[list(parse_layers(removed))] = 1.0
+        matrix[algorithms.index(algorithm)] = row
+    return matrix
+
+
+def figure1(selections: pd.DataFrame, out_dir: str | Path, stem: str = "figure1") -> list[Path]:
+    pruned = selections[selections["algorithm"] != DENSE_ALGORITHM]
+    models = sorted(pruned["model"].unique())
+    calibrations = ordered_calibrations(pruned["calibration"].unique())
+    budgets = sorted(pruned["budget"].unique())
+    algorithms = ordered_algorithms(pruned["algorithm"].unique())
+    rows = [(cal, m) for cal in calibrations for m in budgets]
+    with figure_style():
+        if not rows:
+            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
+            note_panel(fig.add_subplot(), "no search results")
+            return save_figure(fig, out_dir, stem)
+        width = COLUMN_WIDTH_IN if len(models) == 1 else TEXT_WIDTH_IN
+        height = len(rows) * (len(algorithms) * ROW_HEIGHT_IN + PANEL_EXTRA_IN) + 0.2
+        fig = new_figure(width, height)
+        axes = fig.subplots(len(rows), len(models), squeeze=False)
+        run = {(m, cal, int(b)) for m, cal, b in zip(pruned["model"], pruned["calibration"], pruned["budget"])}
+        # Algorithm names label the first panel of each row that has data (not every panel: width).
+        labelled = {row: next((m for m in models if (m, *row) in run), None) for row in rows}
+        for c, model in enumerate(models):
+            n_layers = int(selections.loc[selections["model"] == model, "n_layers"].max())
+            for r, (calibration, budget) in enumerate(rows):
+                ax = axes[r][c]
+                ax.set_title(panel_title(model, budget, calibration), loc="left")
+                group = pruned[
+                    (pruned["model"] == model) & (pruned["calibration"] == calibration) & (pruned["budget"] == budget)
+                ]
+                if group.empty:
+                    note_panel(ax, "not run")
+                    continue
+                _draw_panel(ax, removal_matrix(group, algorithms, n_layers), algorithms, calibration, calibrations)
+                ax.tick_params(
+                    axis="y",
+                    left=labelled[(calibration, budget)] == model,
+                    labelleft=labelled[(calibration, budget)] == model,
+                )
+                if r == len(rows) - 1:
+                    ax.set_xlabel("layer (0-based)")
+        return save_figure(fig, out_dir, stem)
+
+
+def _draw_panel(ax, matrix: np.ndarray, algorithms: list[str], calibration: str, calibrations: list[str]) -> None:
+    n_alg, n_layers = matrix.shape
+    cmap = ListedColormap([EMPTY_CELL, calibration_colour(calibration, calibrations)])
+    ax.pcolormesh(
+        np.arange(n_layers + 1) - 0.5, np.arange(n_alg + 1) - 0.5, np.ma.masked_invalid(matrix),
+        cmap=cmap, vmin=0, vmax=1, edgecolors="white", linewidth=0.4,
+    )  # fmt: skip
+    for row in np.flatnonzero(np.isnan(matrix).all(axis=1)):
+        ax.text((n_layers - 1) / 2, row, "not run", ha="center", va="center", color=NOTE_COLOUR, fontsize=5)
+    ax.set_ylim(n_alg - 0.5, -0.5)  # first algorithm on top
+    ax.set_xlim(-0.5, n_layers - 0.5)
+    ax.set_yticks(range(n_alg), [algorithm_name(a) for a in algorithms])
+    step = 5 if n_layers > 12 else 1
+    ax.set_xticks(range(0, n_layers, step))
+    ax.tick_params(length=2, pad=1)
+    for spine in ax.spines.values():
+        spine.set_visible(False)

@@ -1,0 +1,99 @@
+"""Figure 2: the calibration trade-off, average perplexity (log scale) against average accuracy.
+
+One panel per (model, M) (rows M, columns models); one point per (algorithm, calibration): colour
+is the calibration, marker the algorithm. The dense model, when evaluated, is a black star.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.style import (
+    COLUMN_WIDTH_IN,
+    NOTE_COLOUR,
+    TEXT_WIDTH_IN,
+    algorithm_marker,
+    algorithm_name,
+    calibration_colour,
+    calibration_name,
+    figure_style,
+    new_figure,
+    note_panel,
+    ordered_algorithms,
+    ordered_calibrations,
+    save_figure,
+)
+
+PANEL_HEIGHT_IN = 2.0
+LEGEND_HEIGHT_IN = 0.7
+
+
+def figure2(summary: pd.DataFrame, out_dir: str | Path, stem: str = "figure2") -> list[Path]:
+    pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
+    dense = summary[summary["algorithm"] == DENSE_ALGORITHM]
+    models = sorted(pruned["model"].unique())
+    budgets = sorted(pruned["budget"].unique())
+    calibrations = ordered_calibrations(pruned["calibration"].unique())
+    algorithms = [a for a in ordered_algorithms(pruned["algorithm"].unique()) if a in set(pruned["algorithm"])]
+    with figure_style():
+        if not models:
+            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
+            note_panel(fig.add_subplot(), "no search results")
+            return save_figure(fig, out_dir, stem)
+        width = COLUMN_WIDTH_IN if len(models) == 1 else TEXT_WIDTH_IN
+        fig = new_figure(width, len(budgets) * PANEL_HEIGHT_IN + LEGEND_HEIGHT_IN)
+        axes = fig.subplots(len(budgets), len(models), squeeze=False)
+        for c, model in enumerate(models):
+            for r, budget in enumerate(budgets):
+                ax = axes[r][c]
+                ax.set_title(f"{model} (M={budget})", loc="left")
+                cell = pruned[(pruned["model"] == model) & (pruned["budget"] == budget)]
+                _draw_panel(ax, cell, dense[dense["model"] == model], calibrations)
+                if r == len(budgets) - 1:
+                    ax.set_xlabel("average perplexity (log scale)")
+                if c == 0:
+                    ax.set_ylabel("average accuracy (%)")
+        _legend(fig, calibrations, algorithms, has_dense=not dense.empty)
+        return save_figure(fig, out_dir, stem)
+
+
+def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[str]) -> None:
+    valid = cell.dropna(subset=["avg_perplexity", "avg_accuracy"])
+    valid = valid[valid["avg_perplexity"] > 0]
+    if valid.empty:
+        note_panel(ax, "no run with both averages" if not cell.empty else "not run")
+        return
+    for row in valid.itertuples(index=False):
+        ax.scatter(
+            row.avg_perplexity, 100 * row.avg_accuracy, marker=algorithm_marker(row.algorithm),
+            color=calibration_colour(row.calibration, calibrations), s=22, edgecolors="white",
+            linewidths=0.4, zorder=3,
+        )  # fmt: skip
+    for row in dense.dropna(subset=["avg_perplexity", "avg_accuracy"]).itertuples(index=False):
+        ax.scatter(row.avg_perplexity, 100 * row.avg_accuracy, marker="*", color="black", s=40, zorder=4)
+    ax.set_xscale("log")
+    ax.grid(True, which="major", linewidth=0.3, alpha=0.5)
+    missing = len(cell) - len(valid)
+    if missing:
+        ax.text(0.99, 0.02, f"{missing} run(s) without both averages", ha="right", va="bottom",
+                transform=ax.transAxes, color=NOTE_COLOUR, fontsize=5)  # fmt: skip
+
+
+def _legend(fig, calibrations: list[str], algorithms: list[str], has_dense: bool) -> None:
+    colour_handles = [
+        Line2D([], [], linestyle="", marker="o", color=calibration_colour(c, calibrations), label=calibration_name(c))
+        for c in calibrations
+    ]
+    marker_handles = [
+        Line2D([], [], linestyle="", marker=algorithm_marker(a), color="#555555", label=algorithm_name(a))
+        for a in algorithms
+    ]
+    if has_dense:
+        marker_handles.append(Line2D([], [], linestyle="", marker="*", color="black", markersize=6, label="Dense"))
+    handles = colour_handles + marker_handles
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), frameon=False,
+               handletextpad=0.2, columnspacing=0.8)  # fmt: skip

@@ -1,0 +1,105 @@
+"""Figure 3: rank agreement of average perplexity and average accuracy across the algorithms.
+
+One row of panels per calibration (the paper's blocks (a) TLM and (b) perplexity pruning, and any
+further calibration), one column per (model, M). A panel plots each algorithm's perplexity rank
+against its accuracy rank (1 = lowest value, ties averaged, as Spearman's ρ does) and reports
+ρ = spearmanr(avg perplexity, avg accuracy) with its p-value and n. A negative ρ means the
+algorithms with lower perplexity reach higher accuracy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.lines import Line2D
+from scipy.stats import rankdata
+
+from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.style import (
+    COLUMN_WIDTH_IN,
+    NOTE_COLOUR,
+    TEXT_WIDTH_IN,
+    algorithm_marker,
+    algorithm_name,
+    calibration_colour,
+    calibration_name,
+    figure_style,
+    new_figure,
+    note_panel,
+    ordered_algorithms,
+    ordered_calibrations,
+    save_figure,
+)
+
+PANEL_IN = 1.55
+
+
+def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, stem: str = "figure3") -> list[Path]:
+    pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
+    calibrations = ordered_calibrations(pruned["calibration"].unique())
+    cells = sorted({(m, int(b)) for m, b in zip(pruned["model"], pruned["budget"])})
+    algorithms = [a for a in ordered_algorithms(pruned["algorithm"].unique()) if a in set(pruned["algorithm"])]
+    with figure_style():
+        if not cells:
+            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
+            note_panel(fig.add_subplot(), "no search results")
+            return save_figure(fig, out_dir, stem)
+        width = min(TEXT_WIDTH_IN, max(COLUMN_WIDTH_IN, PANEL_IN * len(cells)))
+        fig = new_figure(width, (PANEL_IN + 0.15) * len(calibrations) + 0.6)
+        axes = fig.subplots(len(calibrations), len(cells), squeeze=False)
+        for r, calibration in enumerate(calibrations):
+            for c, (model, budget) in enumerate(cells):
+                ax = axes[r][c]
+                ax.set_title(f"{calibration_name(calibration)}\n{model} (M={budget})", loc="left")
+                group = pruned[
+                    (pruned["model"] == model) & (pruned["budget"] == budget) & (pruned["calibration"] == calibration)
+                ]
+                stat = spearman[
+                    (spearman["model"] == model)
+                    & (spearman["budget"] == budget)
+                    & (spearman["calibration"] == calibration)
+                ]
+                _draw_panel(ax, group, stat, calibration, calibrations)
+                if r == len(calibrations) - 1:
+                    ax.set_xlabel("perplexity rank")
+                if c == 0:
+                    ax.set_ylabel("accuracy rank")
+        fig.text(0.0, 0.0, "ranks: 1 = lowest value", fontsize=5, color=NOTE_COLOUR, ha="left", va="bottom")
+        handles = [
+            Line2D([], [], linestyle="", marker=algorithm_marker(a), color="#555555", label=algorithm_name(a))
+            for a in algorithms
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), frameon=False,
+                   handletextpad=0.2, columnspacing=0.8)  # fmt: skip
+        return save_figure(fig, out_dir, stem)
+
+
+def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibration: str, calibrations: list[str]) -> None:
+    valid = group.dropna(subset=["avg_perplexity", "avg_accuracy"])
+    if group.empty:
+        note_panel(ax, "not run")
+        return
+    if len(valid) < 3 or stat.empty or pd.isna(stat["rho"].iloc[0]):
+        reason = stat["note"].iloc[0] if not stat.empty and stat["note"].iloc[0] else f"n = {len(valid)}"
+        note_panel(ax, f"ρ undefined\n({reason})")
+        return
+    x = rankdata(valid["avg_perplexity"])
+    y = rankdata(valid["avg_accuracy"])
+    colour = calibration_colour(calibration, calibrations)
+    for xi, yi, algorithm in zip(x, y, valid["algorithm"]):
+        ax.scatter(
+            xi, yi, marker=algorithm_marker(algorithm), color=colour, s=22, edgecolors="white", linewidths=0.4, zorder=3
+        )
+    n = len(valid)
+    ax.set_xlim(0.4, n + 0.6)
+    ax.set_ylim(0.4, n + 0.6)
+    ax.set_xticks(range(1, n + 1))
+    ax.set_yticks(range(1, n + 1))
+    ax.set_aspect("equal")
+    ax.grid(True, linewidth=0.3, alpha=0.5)
+    # ρ goes into the title: inside the axes it would cover the points of a negative correlation.
+    row = stat.iloc[0]
+    p_text = "p < 0.01" if row["p_value"] < 0.01 else f"p = {row['p_value']:.2f}"
+    rho_text = f"{row['rho']:+.2f}".replace("-", "−")  # a typographic minus, as in the paper
+    ax.set_title(f"{ax.get_title(loc='left')}\nρ = {rho_text} ({p_text}, n = {int(row['n'])})", loc="left")

@@ -1,0 +1,78 @@
+"""Render every figure, table and analysis from ``results/aggregate/`` into an output folder.
+
+Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<model>].{csv,md,tex}``;
+``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
+``variance_decomposition.csv``) and ``tables/observations.{md,csv}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Iterable
+
+from depthprune.io import atomic_write_csv, atomic_write_text
+from depthprune.reporting.aggregate import load_aggregate
+from depthprune.reporting.analysis import jaccard_summary, pairwise_jaccard, spearman_table, variance_decomposition
+from depthprune.reporting.figure1 import figure1
+from depthprune.reporting.figure2 import figure2
+from depthprune.reporting.figure3 import figure3
+from depthprune.reporting.observations import evaluate_observations, observations_frame, observations_markdown
+from depthprune.reporting.tables import TABLE_NAMES, build_tables, write_tables
+
+log = logging.getLogger(__name__)
+
+FIGURE_NAMES = ("figure1", "figure2", "figure3")
+ARTIFACTS = FIGURE_NAMES + TABLE_NAMES + ("analyses", "observations")
+
+
+def parse_only(text: str | None) -> set[str] | None:
+    """``"figure1,table3"`` -> {"figure1", "table3"}; None/"" -> everything."""
+    if not text:
+        return None
+    names = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = sorted(names - set(ARTIFACTS))
+    if unknown:
+        raise ValueError(f"--only: unknown output(s) {', '.join(unknown)}; choose from {', '.join(ARTIFACTS)}")
+    return names
+
+
+def render(aggregate_dir: str | Path, out_dir: str | Path, only: Iterable[str] | None = None) -> list[Path]:
+    """Write the requested outputs (all by default); return the files written."""
+    wanted = set(ARTIFACTS) if only is None else set(only)
+    start = time.perf_counter()
+    agg = load_aggregate(aggregate_dir, tables=("selections", "summary"))
+    out = Path(out_dir)
+    tables_dir = out / "tables"
+    written: list[Path] = []
+    spearman = spearman_table(agg.summary)
+
+    if "figure1" in wanted:
+        written += figure1(agg.selections, out)
+    if "figure2" in wanted:
+        written += figure2(agg.summary, out)
+    if "figure3" in wanted:
+        written += figure3(agg.summary, spearman, out)
+    table_names = wanted & set(TABLE_NAMES)
+    if table_names:
+        written += write_tables(build_tables(agg.summary, agg.selections, only=table_names), tables_dir)
+    if "analyses" in wanted:
+        pairs = pairwise_jaccard(agg.selections)
+        analyses = {
+            "jaccard_pairs": pairs,
+            "jaccard_summary": jaccard_summary(pairs),
+            "spearman": spearman,
+            "variance_decomposition": variance_decomposition(agg.summary),
+        }
+        for name, frame in analyses.items():
+            path = tables_dir / f"{name}.csv"
+            atomic_write_csv(path, frame)
+            written.append(path)
+    if "observations" in wanted:
+        observations = evaluate_observations(agg.selections, agg.summary)
+        atomic_write_text(tables_dir / "observations.md", observations_markdown(observations))
+        atomic_write_csv(tables_dir / "observations.csv", observations_frame(observations))
+        written += [tables_dir / "observations.md", tables_dir / "observations.csv"]
+    log.info("render: %d files in %s (%.1f s)", len(written), out, time.perf_counter() - start)
+    return written

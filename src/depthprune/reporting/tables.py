@@ -1,0 +1,177 @@
+"""Tables 1-5 of the paper, built from the aggregate summary and selections (spec §7).
+
+Rows are blocks of (model, M, calibration) in the spec's order, algorithms inside a block in the
+spec's order; the dense model (when evaluated) heads each model as an unbolded reference row.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+
+from depthprune.reporting.aggregate import ACCURACY_COLUMNS, DENSE_ALGORITHM, PERPLEXITY_COLUMNS
+from depthprune.reporting.analysis import agreement_table, sort_frame
+from depthprune.reporting.style import algorithm_name, calibration_name, slug
+from depthprune.reporting.table_format import (
+    Column,
+    ReportTable,
+    fmt_fraction,
+    fmt_int,
+    fmt_percent,
+    fmt_perplexity,
+    fmt_seconds,
+    write_table,
+)
+
+TABLE_NAMES = ("table1", "table2", "table3", "table4", "table5")
+BLOCK = ["model", "budget", "calibration"]
+ACCURACY_HEADERS = dict(zip(ACCURACY_COLUMNS, ("Hella", "Wino", "ARC-E", "ARC-C", "PIQA", "BoolQ")))
+PERPLEXITY_HEADERS = dict(zip(PERPLEXITY_COLUMNS, ("W2", "C4", "LMB")))
+DENSE_NOTE = "Dense: the unpruned model (M = 0), for reference; never bold."
+
+
+def _label_columns() -> list[Column]:
+    return [
+        Column("model", "Model"),
+        Column("budget", "M", fmt_int),
+        Column("calibration", "Calibration", calibration_name),
+        Column("algorithm", "Algorithm", algorithm_name),
+    ]
+
+
+def _rows(summary: pd.DataFrame, kinds: tuple[str, ...] | None, with_dense: bool = True) -> pd.DataFrame:
+    """Pruned rows of the given calibration kinds (all when None), each model led by its dense row."""
+    pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
+    if kinds is not None:
+        pruned = pruned[pruned["calibration_kind"].isin(kinds)]
+    pruned = sort_frame(pruned)
+    if not with_dense:
+        return pruned
+    dense = summary[(summary["algorithm"] == DENSE_ALGORITHM) & summary["model"].isin(pruned["model"])]
+    parts = []
+    for model in pruned["model"].drop_duplicates():
+        parts += [dense[dense["model"] == model], pruned[pruned["model"] == model]]
+    return pd.concat(parts, ignore_index=True) if parts else pruned
+
+
+def _reference(frame: pd.DataFrame) -> pd.Series:
+    return frame["algorithm"] == DENSE_ALGORITHM
+
+
+def table1(summary: pd.DataFrame) -> ReportTable:
+    frame = _rows(summary, kinds=None)[BLOCK + ["algorithm", *PERPLEXITY_COLUMNS, "avg_perplexity"]]
+    columns = _label_columns() + [
+        *(Column(c, h, fmt_perplexity, numeric=True) for c, h in PERPLEXITY_HEADERS.items()),
+        Column("avg_perplexity", "Avg", fmt_perplexity, best="min", numeric=True),
+    ]
+    return ReportTable(
+        name="table1", title="Table 1",
+        caption=(
+            "Perplexity (lower is better) on WikiText-2 (W2), C4 and LAMBADA (LMB) under each calibration "
+            "configuration; M removed layers, no fine-tuning. Lowest Avg per (model, M, calibration) in bold."
+        ),
+        frame=frame, columns=columns, block=BLOCK, reference=_reference(frame),
+        empty_note="No perplexity results.", notes=[DENSE_NOTE],
+    )  # fmt: skip
+
+
+def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> ReportTable:
+    """Tables 2 (kind "tlm") and 3 (kind "ppl"): zero-shot accuracy per task and Avg, in %."""
+    frame = _rows(summary, kinds=(kind,))[BLOCK + ["algorithm", *ACCURACY_COLUMNS, "avg_accuracy"]]
+    columns = _label_columns() + [
+        *(Column(c, h, fmt_percent, numeric=True) for c, h in ACCURACY_HEADERS.items()),
+        Column("avg_accuracy", "Avg", fmt_percent, best="max", numeric=True),
+    ]
+    pruning = "task-likelihood-margin (TLM)" if kind == "tlm" else "calibration-perplexity"
+    return ReportTable(
+        name=name, title=title,
+        caption=(
+            f"Zero-shot accuracy (%, higher is better) of models pruned by {pruning} calibration, "
+            "without fine-tuning: HellaSwag, WinoGrande, ARC-Easy, ARC-Challenge, PIQA, BoolQ "
+            "(acc_norm where the task has it, else acc). Highest Avg per (model, M, calibration) in bold."
+        ),
+        frame=frame, columns=columns, block=BLOCK, reference=_reference(frame),
+        empty_note=f"No results under {pruning} pruning.",
+        notes=[DENSE_NOTE, "CSV values are fractions (0-1); Markdown/LaTeX show percent."],
+    )  # fmt: skip
+
+
+def table4(summary: pd.DataFrame) -> ReportTable:
+    frame = _rows(summary, kinds=None, with_dense=False)
+    frame = frame[BLOCK + ["algorithm", "search_seconds", "distinct_evaluations", "avg_accuracy"]]
+    columns = _label_columns() + [
+        Column("search_seconds", "Time (s)", fmt_seconds, numeric=True),
+        Column("distinct_evaluations", "Evaluations", fmt_int, numeric=True),
+        Column("avg_accuracy", "Avg acc (%)", fmt_percent, best="max", numeric=True),
+    ]
+    return ReportTable(
+        name="table4", title="Table 4",
+        caption=(
+            "Search cost and result per algorithm: wall-clock search time in seconds and distinct subset "
+            "evaluations as recorded by the search (selection.json), and average zero-shot accuracy. Highest "
+            "accuracy per (model, M, calibration) in bold."
+        ),
+        frame=frame, columns=columns, block=BLOCK, empty_note="No search results.",
+        notes=["CSV accuracy is a fraction (0-1); Markdown/LaTeX show percent."],
+    )  # fmt: skip
+
+
+def table5(selections: pd.DataFrame) -> ReportTable:
+    frame = agreement_table(selections)
+    frame["range"] = [
+        f"{lo:.2f}–{hi:.2f}" if pd.notna(lo) else None for lo, hi in zip(frame["min_jaccard"], frame["max_jaccard"])
+    ]
+    columns = [
+        Column("model", "Model"),
+        Column("budget", "M", fmt_int),
+        Column("calibration", "Calibration", calibration_name),
+        Column("n_sets", "Sets", fmt_int, numeric=True),
+        Column("mean_jaccard", "Mean", fmt_fraction, best="max", numeric=True),
+        Column("range", "Range", csv=False),
+        Column("full_overlap", "Full overlap", fmt_fraction, best="max", numeric=True),
+    ]
+    return ReportTable(
+        name="table5", title="Table 5",
+        caption=(
+            "Algorithm-level agreement over the pruned layer sets of each (model, M, calibration) cell: "
+            "Mean of the pairwise Jaccard similarities (21 pairs for seven algorithms), their Range "
+            "(min-max), and Full overlap |∩S_i|/|∪S_i|. Highest per (model, M) in bold."
+        ),
+        frame=frame, columns=columns, block=["model", "budget"], empty_note="No pruned sets.",
+    )  # fmt: skip
+
+
+def build_tables(summary: pd.DataFrame, selections: pd.DataFrame, only: set[str] | None = None) -> list[ReportTable]:
+    """Tables 1-5; Tables 2 and 3 also per model (``table2_<model>``) when there are several models."""
+    builders = {
+        "table1": lambda: [table1(summary)],
+        "table2": partial(_per_model, summary, "tlm", "table2", "Table 2"),
+        "table3": partial(_per_model, summary, "ppl", "table3", "Table 3"),
+        "table4": lambda: [table4(summary)],
+        "table5": lambda: [table5(selections)],
+    }
+    tables = []
+    for name, build in builders.items():
+        if only is None or name in only:
+            tables.extend(build())
+    return tables
+
+
+def _per_model(summary: pd.DataFrame, kind: str, name: str, title: str) -> list[ReportTable]:
+    tables = [accuracy_table(summary, kind, name, title)]
+    models = sorted(summary.loc[summary["algorithm"] != DENSE_ALGORITHM, "model"].unique())
+    if len(models) > 1:
+        for model in models:
+            tables.append(
+                accuracy_table(summary[summary["model"] == model], kind, f"{name}_{slug(model)}", f"{title} ({model})")
+            )
+    return tables
+
+
+def write_tables(tables: list[ReportTable], out_dir: str | Path) -> list[Path]:
+    paths = []
+    for table in tables:
+        paths.extend(write_table(table, out_dir))
+    return paths
