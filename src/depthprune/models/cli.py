@@ -22,11 +22,29 @@ def removed_from_args(args) -> tuple[int, ...]:
 
 
 def run_prepare(args) -> int:
-    from depthprune.models.loading import load_model
+    """Make a spec loadable without loading its weights: convert GGUF/tiny specs, download hub ids."""
+    from pathlib import Path
 
-    loaded = load_model(args.model, dtype="float32", device="cpu", cache_dir=args.model_cache_dir)
-    n_layers = loaded.model.config.num_hidden_layers
-    print(f"{args.model}: {n_layers} blocks, loads from {loaded.path}")
+    from transformers import AutoConfig
+
+    from depthprune.io import atomic_write_json
+    from depthprune.models.loading import materialise
+
+    path = materialise(args.model, args.model_cache_dir)
+    if not Path(path).exists():  # a hub id: fetch it once so parallel jobs do not race to download
+        from huggingface_hub import snapshot_download
+
+        try:
+            path = snapshot_download(path, allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt"])
+        except Exception as err:
+            raise FileNotFoundError(f"model {args.model!r}: cannot download from the Hugging Face hub ({err})") from err
+    config = AutoConfig.from_pretrained(path)
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    record = {"model": args.model, "path": str(path), "model_type": config.model_type,
+              "n_layers": text_config.num_hidden_layers}
+    if args.out:
+        atomic_write_json(args.out, record)
+    print(f"{args.model}: {record['n_layers']} blocks ({record['model_type']}), loads from {path}")
     return 0
 
 
@@ -48,6 +66,7 @@ def register(subparsers) -> None:
     prepare = subparsers.add_parser("prepare-model", help="convert/cache a model spec once (GGUF -> safetensors)")
     prepare.add_argument("--model", required=True, help="model spec (see docs/architecture.md)")
     prepare.add_argument("--model-cache-dir", default="resources/models")
+    prepare.add_argument("--out", help="JSON record of the prepared model (spec, folder, family, blocks)")
     prepare.set_defaults(func=run_prepare)
 
     export = subparsers.add_parser("export", help="write a pruned checkpoint loadable by from_pretrained / lm_eval")

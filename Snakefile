@@ -1,0 +1,41 @@
+# depthprune: the paper's study as a Snakemake workflow.
+#   prepare_model -> prior -> search -> evaluate -> aggregate -> render (Figures 1-3, Tables 1-5)
+# Every rule calls the `depthprune` CLI; the science lives in src/depthprune, the design in config.yaml
+# (profiles: config/paper.yaml, config/smoke.yaml).
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+
+
+resolve_config_layers(
+    config
+)  # profiles replace `models:`; --config values get YAML types
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+wildcard_constraints:
+    model="[A-Za-z0-9][A-Za-z0-9._-]*",
+    calibration=alternatives(schema_enum("calibration_name")),
+    algorithm=alternatives(schema_enum("algorithm_name")),
+    budget="[0-9]+",
+
+
+include: "workflow/rules/models.smk"
+include: "workflow/rules/prior.smk"
+include: "workflow/rules/search.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.figures.input,

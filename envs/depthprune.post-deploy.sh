@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Snakemake runs this inside the new conda environment, from the workflow's working directory (the
+# repository root): install the depthprune package from the working copy, with the dependencies
+# envs/depthprune.yaml already provides.
+set -euo pipefail
+if [ ! -f pyproject.toml ] || ! grep -q '^name = "depthprune"' pyproject.toml; then
+    echo "depthprune.post-deploy.sh: run snakemake from the depthprune repository root ($(pwd) is not)" >&2
+    exit 1
+fi
+pip install --no-deps .

@@ -1,0 +1,306 @@
+"""The Snakemake workflow's DAG: job counts, config validation, rerun scopes, resumption.
+
+Dry runs need neither data nor models. The execution tests replace the `depthprune` command with a
+stand-in that only writes placeholder outputs (and records its calls), so they check the workflow's
+wiring (what reruns, what resumes), not the science; tests/test_workflow_smoke.py runs the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+SEVEN = ["one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select"]
+
+
+def run_snakemake(*args: str, workdir: Path | None = None, env: dict | None = None, check: bool = True):
+    command = list(SNAKEMAKE)
+    if workdir is not None:
+        command += ["--directory", str(workdir)]
+    proc = subprocess.run(
+        command + list(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def planned_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job a dry run lists."""
+    jobs: list[tuple[str, dict[str, str]]] = []
+    for line in output.splitlines():
+        rule = re.match(r"^(?:local)?rule (\w+):$", line.strip())
+        if rule:
+            jobs.append((rule.group(1), {}))
+            continue
+        wildcards = re.match(r"^wildcards: (.*)$", line.strip())
+        if wildcards and jobs:
+            jobs[-1][1].update(dict(item.split("=", 1) for item in wildcards.group(1).split(", ")))
+    return jobs
+
+
+def job_counts(output: str) -> Counter:
+    return Counter(rule for rule, _ in planned_jobs(output))
+
+
+# --------------------------------------------------------------------------- dry runs
+
+
+def test_default_profile_dag():
+    counts = job_counts(run_snakemake("-n").stdout)
+    # 1 model x 2 calibrations x 2 budgets x 7 algorithms
+    assert counts == {
+        "prepare_model": 1,
+        "prior": 2,
+        "search": 28,
+        "evaluate_selection": 28,
+        "evaluate_dense": 1,
+        "aggregate": 1,
+        "render": 1,
+        "all": 1,
+    }
+
+
+def test_paper_profile_dag():
+    output = run_snakemake("-n", "-p", "--configfile", "config/paper.yaml").stdout
+    jobs = planned_jobs(output)
+    counts = Counter(rule for rule, _ in jobs)
+    assert counts["search"] == 84  # 3 models x 2 calibrations x 2 budgets x 7 algorithms
+    assert counts["evaluate_selection"] == 84
+    assert counts["evaluate_dense"] == 3
+    assert counts["prior"] == 6
+    assert counts["prepare_model"] == 3
+    models = {w["model"] for rule, w in jobs if rule == "search"}
+    assert models == {"llama3-8b", "llama31-8b", "qwen3-8b"}  # replaces, not adds to, the default
+    assert "--dtype bfloat16 --device cuda" in output and "--n-samples 64 --seq-len 2048" in output
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("budgets=[0]", "budgets"),
+        ("bogus_key=1", "bogus_key"),
+        ("calibrations=[ppl_wiki]", "calibrations"),
+        ("search_params={ga: {populaton: 3}}", "populaton"),
+        ("models={a/b: {spec: x}}", "a/b"),
+        ("evaluation={limit: 0}", "limit"),
+    ],
+)
+def test_invalid_config_fails_naming_the_key(override, named):
+    proc = run_snakemake("-n", "--config", override, check=False)
+    assert proc.returncode != 0
+    message = proc.stdout + proc.stderr
+    assert "ValidationError" in message and named in message
+
+
+def test_command_line_values_are_typed():
+    # Snakemake reads nested --config values as strings; the workflow gives them their YAML types.
+    counts = job_counts(run_snakemake("-n", "--config", "budgets=[7,9,11]").stdout)
+    assert counts["search"] == 42
+
+
+def test_lint_and_format():
+    lint = run_snakemake("--lint", check=False)
+    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    snakefmt = shutil.which("snakefmt")
+    if snakefmt is None:
+        pytest.skip("snakefmt not installed")
+    fmt = subprocess.run(
+        [snakefmt, "--check", "Snakefile", "workflow/"], cwd=REPO, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0, fmt.stderr
+
+
+# --------------------------------------------------------------------------- runs with a stand-in CLI
+
+FAKE_CLI = textwrap.dedent(
+    '''
+    """Stand-in for the depthprune CLI: writes placeholder outputs and records each call."""
+    import json, os, sys, time
+    from pathlib import Path
+
+    argv = sys.argv[1:]
+    if argv[:1] == ["--log-file"]:
+        Path(argv[1]).parent.mkdir(parents=True, exist_ok=True)
+        Path(argv[1]).write_text("stand-in\\n")
+        argv = argv[2:]
+    command = argv[0]
+
+    def value(flag):
+        return argv[argv.index(flag) + 1]
+
+    def write(path, text="placeholder\\n"):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+
+    call = {"command": command, "argv": argv}
+    if command == "search":
+        workdir = Path(value("--workdir"))
+        call["workdir_existed"] = (workdir / "study").exists()
+        write(workdir / "study")
+    with open(os.environ["FAKE_CALLS"], "a") as calls:
+        calls.write(json.dumps(call) + "\\n")
+    if command == "search" and value("--algorithm") == os.environ.get("FAKE_BLOCK_ALGORITHM"):
+        time.sleep(120)  # killed by the test
+    if command == "prepare-model":
+        print(value("--model") + ": 8 blocks")
+    elif command == "prior":
+        write(value("--out"), "{}\\n")
+    elif command == "search":
+        write(value("--out-selection"), "{}\\n")
+        write(value("--out-trace"))
+    elif command == "evaluate":
+        write(value("--out-metrics"))
+        write(value("--out-raw"), "{}\\n")
+    elif command == "aggregate":
+        for name in ("selections", "metrics", "summary"):
+            for ext in ("csv", "parquet"):
+                write(Path(value("--out")) / f"{name}.{ext}")
+    elif command == "render":
+        out = Path(value("--out"))
+        for i in (1, 2, 3):
+            for ext in ("pdf", "png"):
+                write(out / f"figure{i}.{ext}")
+        for i in range(1, 6):
+            for ext in ("csv", "md", "tex"):
+                write(out / "tables" / f"table{i}.{ext}")
+        for ext in ("csv", "md"):
+            write(out / "tables" / f"observations.{ext}")
+    else:
+        sys.exit(f"stand-in depthprune: unknown command {command}")
+    '''
+)
+
+
+class StandInRun:
+    """A working directory, the smoke profile and the stand-in CLI first on PATH."""
+
+    def __init__(self, root: Path):
+        self.workdir = root / "work"
+        self.workdir.mkdir()
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        cli = bin_dir / "depthprune"
+        cli.write_text(f"#!{sys.executable}\n{FAKE_CLI}")
+        cli.chmod(0o755)
+        self.calls_file = root / "calls.jsonl"
+        self.env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_CALLS=str(self.calls_file))
+        self.config_args = [
+            "--configfile", str(REPO / "config.yaml"), str(REPO / "config" / "smoke.yaml"),
+        ]  # fmt: skip
+
+    def args(self, *args: str, config: tuple[str, ...] = ()) -> list[str]:
+        return [*self.config_args, "--config", "algorithms=[" + ",".join(SEVEN[:-1]) + "]", *config, *args]
+
+    def run(self, *args: str, config: tuple[str, ...] = (), env: dict | None = None, check: bool = True):
+        return run_snakemake(*self.args(*args, config=config), workdir=self.workdir, env=env or self.env, check=check)
+
+    def calls(self) -> list[dict]:
+        if not self.calls_file.exists():
+            return []
+        return [json.loads(line) for line in self.calls_file.read_text().splitlines()]
+
+    def reset_calls(self) -> None:
+        self.calls_file.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> StandInRun:
+    """The smoke profile (six algorithms) run to the end with the stand-in CLI."""
+    run = StandInRun(tmp_path_factory.mktemp("workflow"))
+    run.run("--cores", "2")
+    assert (run.workdir / "figures" / "smoke" / "tables" / "table5.csv").exists()
+    run.reset_calls()
+    return run
+
+
+def test_finished_run_has_nothing_to_do(finished):
+    proc = finished.run("--cores", "2")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert finished.calls() == []
+
+
+def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
+    output = finished.run("-n", config=("search_params={ga: {generations: 3}}",)).stdout
+    jobs = planned_jobs(output)
+    searches = [w for rule, w in jobs if rule == "search"]
+    assert len(searches) == 4 and {w["algorithm"] for w in searches} == {"ga"}
+    evaluations = [w for rule, w in jobs if rule == "evaluate_selection"]
+    assert {w["algorithm"] for w in evaluations} == {"ga"}
+    assert Counter(rule for rule, _ in jobs) == {
+        "search": 4, "evaluate_selection": 4, "aggregate": 1, "render": 1, "all": 1,
+    }  # fmt: skip
+
+
+def test_adding_a_budget_runs_only_its_jobs(finished):
+    jobs = planned_jobs(finished.run("-n", config=("budgets=[2,3,4]",)).stdout)
+    assert {w["budget"] for rule, w in jobs if rule in ("search", "evaluate_selection")} == {"4"}
+    assert Counter(rule for rule, _ in jobs) == {
+        "search": 12, "evaluate_selection": 12, "aggregate": 1, "render": 1, "all": 1,
+    }  # fmt: skip
+
+
+def test_adding_an_algorithm_runs_only_its_jobs(finished):
+    jobs = planned_jobs(finished.run("-n", config=(f"algorithms=[{','.join(SEVEN)}]",)).stdout)
+    assert {w["algorithm"] for rule, w in jobs if rule in ("search", "evaluate_selection")} == {"fast_block_select"}
+    assert Counter(rule for rule, _ in jobs) == {
+        "search": 4, "evaluate_selection": 4, "aggregate": 1, "render": 1, "all": 1,
+    }  # fmt: skip
+
+
+def test_adding_a_model_runs_only_its_jobs(finished):
+    models = "models={tiny: {spec: 'tiny:llama-8', dtype: float32}, tiny4: {spec: 'tiny:llama-4'}}"
+    jobs = planned_jobs(finished.run("-n", config=(models,)).stdout)
+    assert {w["model"] for _, w in jobs if "model" in w} == {"tiny4"}
+    assert Counter(rule for rule, _ in jobs)["search"] == 24
+
+
+def test_figures_target_rerenders_without_model_jobs(finished):
+    finished.run("--cores", "2", "figures", "--forcerun", "render")
+    assert [call["command"] for call in finished.calls()] == ["render"]
+    finished.reset_calls()
+
+
+def test_killed_run_resumes_without_recomputing(tmp_path):
+    """SIGKILL mid-run (a BO search in flight), then the same command (+ --unlock, --rerun-incomplete)."""
+    run = StandInRun(tmp_path)
+    command = [*SNAKEMAKE, "--directory", str(run.workdir), *run.args("--cores", "1", "--rerun-incomplete")]
+    blocking = dict(run.env, FAKE_BLOCK_ALGORITHM="bo")
+    proc = subprocess.Popen(command, cwd=REPO, env=blocking, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(c["command"] == "search" and "bo" in c["argv"] for c in run.calls()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the BO search never started"
+            time.sleep(0.2)
+        time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = run.calls()
+    done_before = {tuple(c["argv"]) for c in before if c["command"] != "search" or "bo" not in c["argv"]}
+    run.reset_calls()
+
+    run_snakemake("--unlock", *run.args(), workdir=run.workdir, env=run.env)
+    run_snakemake(*run.args("--cores", "2", "--rerun-incomplete"), workdir=run.workdir, env=run.env)
+
+    after = run.calls()
+    assert not done_before & {tuple(c["argv"]) for c in after}, "a finished job ran again"
+    resumed_bo = [c for c in after if c["command"] == "search" and c["argv"][c["argv"].index("--algorithm") + 1] == "bo"]
+    killed_bo = [c for c in before if c["command"] == "search" and "bo" in c["argv"]]
+    assert killed_bo[0]["argv"] in [c["argv"] for c in resumed_bo]
+    assert all(c["workdir_existed"] for c in resumed_bo if c["argv"] == killed_bo[0]["argv"])  # the study survived
+    assert (run.workdir / "figures" / "smoke" / "figure3.png").exists()

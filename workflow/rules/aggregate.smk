@@ -1,0 +1,25 @@
+# Stage 4: collect every selection.json and metrics.csv into the tidy tables under
+# results/aggregate/, the only input of the figures and tables.
+
+
+rule aggregate:
+    input:
+        selections=all_selections(),
+        metrics=all_metrics(),
+    output:
+        selections=results_path("aggregate", "selections.csv"),
+        metrics=results_path("aggregate", "metrics.csv"),
+        summary=results_path("aggregate", "summary.csv"),
+        selections_parquet=results_path("aggregate", "selections.parquet"),
+        metrics_parquet=results_path("aggregate", "metrics.parquet"),
+        summary_parquet=results_path("aggregate", "summary.parquet"),
+    log:
+        log_path("aggregate.log"),
+    conda:
+        "../../envs/depthprune.yaml"
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+    shell:
+        "depthprune --log-file {log} aggregate"
+        " --selections {input.selections} --metrics {input.metrics}"
+        " --out {params.out_dir}"

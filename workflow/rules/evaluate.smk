@@ -1,0 +1,63 @@
+# Stage 3: evaluate every pruned model and the dense model (perplexities and zero-shot accuracy).
+# Identical removed sets (several algorithms often agree) are computed once per model through the
+# content-addressed cache results/<model>/eval_cache, which is not a declared output.
+
+
+rule evaluate_selection:
+    input:
+        model=prepared_model("{model}"),
+        selection=results_path(
+            "{model}", "{calibration}", "M{budget}", "{algorithm}", "selection.json"
+        ),
+    output:
+        metrics=results_path(
+            "{model}", "{calibration}", "M{budget}", "{algorithm}", "metrics.csv"
+        ),
+        raw=results_path(
+            "{model}", "{calibration}", "M{budget}", "{algorithm}", "lm_eval.json"
+        ),
+    log:
+        log_path("evaluate", "{model}", "{calibration}", "M{budget}", "{algorithm}.log"),
+    benchmark:
+        benchmark_path(
+            "evaluate", "{model}", "{calibration}", "M{budget}", "{algorithm}.tsv"
+        )
+    conda:
+        "../../envs/depthprune.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=config["resources"]["gpu"],
+        mem_mb=config["resources"]["mem_mb"],
+    params:
+        model=model_args,
+        evaluation=evaluation_args,
+    shell:
+        "depthprune --log-file {log} evaluate {params.model}"
+        " --selection {input.selection} {params.evaluation}"
+        " --out-metrics {output.metrics} --out-raw {output.raw}"
+
+
+# The dense model: no --selection and no --removed (labels: calibration none, algorithm dense).
+rule evaluate_dense:
+    input:
+        model=prepared_model("{model}"),
+    output:
+        metrics=results_path("{model}", "dense", "metrics.csv"),
+        raw=results_path("{model}", "dense", "lm_eval.json"),
+    log:
+        log_path("evaluate", "{model}", "dense.log"),
+    benchmark:
+        benchmark_path("evaluate", "{model}", "dense.tsv")
+    conda:
+        "../../envs/depthprune.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=config["resources"]["gpu"],
+        mem_mb=config["resources"]["mem_mb"],
+    params:
+        model=model_args,
+        evaluation=evaluation_args,
+    shell:
+        "depthprune --log-file {log} evaluate {params.model}"
+        " {params.evaluation}"
+        " --out-metrics {output.metrics} --out-raw {output.raw}"

@@ -1,0 +1,28 @@
+# Stage 5: Figures 1-3 and Tables 1-5 from results/aggregate alone (no model is loaded; seconds).
+# `snakemake figures --forcerun render` redraws them all after a change to the plotting code.
+
+
+rule render:
+    input:
+        summary=rules.aggregate.output.summary,
+        selections=rules.aggregate.output.selections,
+        metrics=rules.aggregate.output.metrics,
+    output:
+        **figure_outputs(),
+        **table_outputs(),
+    log:
+        log_path("render.log"),
+    conda:
+        "../../envs/depthprune.yaml"
+    params:
+        aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
+        out_dir=lambda wildcards, output: os.path.dirname(output.figure1_png),
+    shell:
+        "depthprune --log-file {log} render"
+        " --aggregate {params.aggregate_dir} --out {params.out_dir}"
+
+
+rule figures:
+    # Target: every figure and table (re-rendered by `--forcerun render`).
+    input:
+        rules.render.output,

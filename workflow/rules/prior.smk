@@ -1,0 +1,27 @@
+# Stage 1: the single-layer ablation prior s_i = L({i}) per (model, calibration), shared by every
+# budget and algorithm. It also fills the memo the searches start from.
+
+
+rule prior:
+    input:
+        model=prepared_model("{model}"),
+    output:
+        results_path("{model}", "{calibration}", "prior.json"),
+    log:
+        log_path("prior", "{model}", "{calibration}.log"),
+    benchmark:
+        benchmark_path("prior", "{model}", "{calibration}.tsv")
+    conda:
+        "../../envs/depthprune.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=config["resources"]["gpu"],
+        mem_mb=config["resources"]["mem_mb"],
+    params:
+        model=model_args,
+        calibration=calibration_args,
+        evaluator=evaluator_args,
+    shell:
+        "depthprune --log-file {log} prior"
+        " {params.model} {params.calibration} {params.evaluator}"
+        " --out {output}"

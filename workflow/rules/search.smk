@@ -1,0 +1,41 @@
+# Stage 2: one search per (model, calibration, M, algorithm). Searches of one (model, calibration)
+# share the memo (results/<model>/<calibration>/memo.sqlite); each keeps its scratch state (the BO
+# study) in a work/ folder that is not a declared output, so a failed or killed job resumes from it.
+
+
+rule search:
+    input:
+        model=prepared_model("{model}"),
+        prior=results_path("{model}", "{calibration}", "prior.json"),
+    output:
+        selection=results_path(
+            "{model}", "{calibration}", "M{budget}", "{algorithm}", "selection.json"
+        ),
+        trace=results_path(
+            "{model}", "{calibration}", "M{budget}", "{algorithm}", "trace.csv"
+        ),
+    log:
+        log_path("search", "{model}", "{calibration}", "M{budget}", "{algorithm}.log"),
+    benchmark:
+        benchmark_path(
+            "search", "{model}", "{calibration}", "M{budget}", "{algorithm}.tsv"
+        )
+    conda:
+        "../../envs/depthprune.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=config["resources"]["gpu"],
+        mem_mb=config["resources"]["mem_mb"],
+    params:
+        # Only this algorithm's hyper-parameters: editing one reruns only its searches.
+        hyperparameters=search_param_args,
+        workdir=search_workdir,
+        model=model_args,
+        calibration=calibration_args,
+        evaluator=evaluator_args,
+    shell:
+        "depthprune --log-file {log} search"
+        " --algorithm {wildcards.algorithm} --budget {wildcards.budget}"
+        " --prior {input.prior} --workdir {params.workdir} {params.hyperparameters}"
+        " {params.model} {params.calibration} {params.evaluator}"
+        " --out-selection {output.selection} --out-trace {output.trace}"
