@@ -1,0 +1,137 @@
+"""``depthprune evaluate``: perplexity + zero-shot accuracy of one model with one removed set."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+from depthprune.evaluation.benchmarks import BENCHMARKS, EvalSettings, parse_benchmarks, parse_headline_overrides
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="perplexity and lm-eval zero-shot accuracy of a pruned (or the dense) model",
+        description=(
+            "Evaluate one model without the blocks of --selection or --removed (neither: the dense model) "
+            "on WikiText-2/C4 perplexity and lm-eval tasks; write tidy metrics.csv and the raw lm-eval JSON. "
+            "Identical removed sets are evaluated once per model (content-addressed cache)."
+        ),
+    )
+    from depthprune.cli_common import add_model_args
+
+    add_model_args(parser)
+    which = parser.add_argument_group("removed set and its labels")
+    chosen = which.add_mutually_exclusive_group()
+    chosen.add_argument("--selection", help="selection.json of a search (gives removed set and labels)")
+    chosen.add_argument("--removed", help='blocks to remove, e.g. "3 5 7" (0-based)')
+    which.add_argument("--calibration", help="label (default: from --selection, else 'none')")
+    which.add_argument("--budget", type=int, help="label M (default: from --selection, else the removed count)")
+    which.add_argument("--algorithm", help="label (default: from --selection, else 'dense' or 'manual')")
+    add_evaluation_args(parser)
+    out = parser.add_argument_group("outputs")
+    out.add_argument("--cache-dir", help="evaluation cache (default: results/<model>/eval_cache)")
+    out.add_argument("--no-eval-cache", action="store_true", help="neither read nor write the evaluation cache")
+    out.add_argument("--out-metrics", help="tidy metrics CSV to write (atomically)")
+    out.add_argument("--out-raw", help="raw lm-eval results JSON to write (atomically)")
+    parser.set_defaults(func=main)
+
+
+def add_evaluation_args(parser: argparse.ArgumentParser, **defaults) -> None:
+    """Evaluation settings (shared with ``bench evaluate``, which passes the profile's defaults)."""
+    group = parser.add_argument_group("evaluation")
+    group.add_argument("--data-dir", default=defaults.get("data_dir"),
+                       help="offline mirror of the data sets (JSONL, HF layout); default: Hugging Face hub")
+    group.add_argument("--tasks", default=defaults.get("tasks"),
+                       help=f"comma-separated benchmarks (default: all nine: {','.join(BENCHMARKS)})")
+    group.add_argument("--limit", type=int, default=defaults.get("limit"),
+                       help="first N documents of each lm-eval task (default: all)")
+    group.add_argument("--ppl-seq-len", type=int, default=defaults.get("ppl_seq_len", 2048),
+                       help="perplexity window in tokens (default %(default)s, the paper's)")
+    group.add_argument("--ppl-max-tokens", type=int, default=defaults.get("ppl_max_tokens"),
+                       help="tokens per perplexity benchmark, rounded down to whole windows (default: all)")
+    group.add_argument("--batch-size", type=int, default=defaults.get("batch_size", 8),
+                       help="windows / lm-eval requests per forward pass (default %(default)s)")
+    group.add_argument("--bootstrap-iters", type=int, default=1000,
+                       help="lm-eval bootstrap draws for LAMBADA's perplexity stderr (default %(default)s)")
+    group.add_argument("--headline-metric", action="append", metavar="BENCHMARK=METRIC",
+                       help="headline metric override, e.g. hellaswag=acc (repeatable)")
+
+
+def settings_from_args(args) -> EvalSettings:
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else None
+    if data_dir is not None and not data_dir.is_dir():
+        raise FileNotFoundError(f"--data-dir {args.data_dir}: folder not found")
+    return EvalSettings(
+        benchmarks=parse_benchmarks(args.tasks),
+        limit=args.limit,
+        ppl_seq_len=args.ppl_seq_len,
+        ppl_max_tokens=args.ppl_max_tokens,
+        batch_size=args.batch_size,
+        bootstrap_iters=args.bootstrap_iters,
+        data_dir=data_dir,
+        headline=parse_headline_overrides(args.headline_metric),
+    )
+
+
+def model_identity(args) -> dict:
+    """What stands for the model in the evaluation cache key (nothing is loaded)."""
+    from depthprune.models.loading import resolve_device, resolve_dtype
+
+    device = resolve_device(args.device)
+    spec = args.model
+    if Path(spec).exists():  # a local folder: the same checkpoint whatever the working directory
+        spec = str(Path(spec).resolve())
+    return {"spec": spec, "dtype": str(resolve_dtype(args.dtype, device)).removeprefix("torch."), "device": device.type}
+
+
+def removed_and_labels(args, model_name: str):
+    """The removed set and its labels, from --selection, --removed or neither (dense)."""
+    from depthprune.evaluation.run import Labels
+    from depthprune.io import parse_layers, read_json
+
+    calibration, budget, algorithm = args.calibration, args.budget, args.algorithm
+    if args.selection:
+        selection = read_json(args.selection)
+        if "removed" not in selection:
+            raise KeyError(f"{args.selection}: no 'removed' field (not a selection.json?)")
+        removed = parse_layers(selection["removed"])
+        if selection.get("model") not in (None, model_name):
+            log.warning("%s was selected on model %r; evaluating it on %r", args.selection, selection["model"], model_name)
+        calibration = calibration or selection.get("calibration")
+        budget = selection.get("budget") if budget is None else budget
+        algorithm = algorithm or selection.get("algorithm")
+    else:
+        removed = parse_layers(args.removed)
+    return removed, Labels.for_removed(model_name, removed, calibration, budget, algorithm)
+
+
+def main(args) -> int:
+    from depthprune.cli_common import load_model_from_args
+    from depthprune.evaluation.cache import EvalCache
+    from depthprune.evaluation.run import evaluate_removed, write_outputs
+    from depthprune.models.loading import default_name
+
+    start = time.perf_counter()
+    settings = settings_from_args(args)
+    name = args.name or default_name(args.model)
+    removed, labels = removed_and_labels(args, name)
+    cache = None if args.no_eval_cache else EvalCache(args.cache_dir or Path("results") / name / "eval_cache")
+    evaluation = evaluate_removed(
+        model_identity=model_identity(args),
+        removed=removed,
+        settings=settings,
+        load=lambda: load_model_from_args(args),
+        cache=cache,
+    )
+    frame = write_outputs(evaluation, labels, settings, args.out_metrics, args.out_raw)
+    seconds = time.perf_counter() - start
+    source = f"cache hit {evaluation.cache_key[:12]}" if evaluation.cache_hit else "evaluated"
+    print(f"{labels.model} removed=[{' '.join(map(str, removed))}] "
+          f"({labels.calibration}/{labels.algorithm}/M={labels.budget}): {source} in {seconds:.2f}s")
+    print(frame[["benchmark", "metric", "value", "stderr", "n", "headline"]].to_string(index=False))
+    return 0

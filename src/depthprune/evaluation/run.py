@@ -1,0 +1,263 @@
+"""Evaluate one model with one removed set: perplexities + lm-eval tasks, cached, as tidy rows.
+
+``evaluate_model`` scores a model as it is (already pruned or dense). ``evaluate_removed`` is what the
+command line and the pipeline use: it looks the (model, removed set, settings) up in the
+content-addressed cache first and only loads and prunes the model on a miss. ``metrics_frame`` /
+``write_outputs`` turn a result into the tidy ``metrics.csv`` of docs/architecture.md plus the raw
+lm-eval JSON, labelled with the caller's calibration/budget/algorithm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from depthprune.evaluation.benchmarks import BENCHMARKS, LM_EVAL_TASKS, PERPLEXITY_BENCHMARKS, EvalSettings
+from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
+from depthprune.evaluation.harness import MetricValue, check_offline_data, offline_data_files
+from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+
+log = logging.getLogger(__name__)
+
+METRICS_COLUMNS = [
+    "model", "calibration", "budget", "algorithm", "removed",
+    "benchmark", "metric", "value", "stderr", "n", "headline",
+]  # fmt: skip
+KEY_VERSIONS = ("lm_eval", "transformers", "torch")  # packages whose upgrade can change a figure
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What a metrics row says it is; not part of the cache key (a hit is relabelled)."""
+
+    model: str
+    calibration: str = "none"
+    budget: int = 0
+    algorithm: str = "dense"
+
+    @classmethod
+    def for_removed(cls, model: str, removed, calibration=None, budget=None, algorithm=None) -> "Labels":
+        """Dense model: none/0/dense; a hand-given set: none/|removed|/manual, unless told otherwise."""
+        removed = tuple(removed)
+        return cls(
+            model=model,
+            calibration=calibration or "none",
+            budget=len(removed) if budget is None else int(budget),
+            algorithm=algorithm or ("manual" if removed else "dense"),
+        )
+
+
+@dataclass
+class Evaluation:
+    removed: tuple[int, ...]
+    metrics: list[MetricValue]
+    seconds: dict[str, float]  # per benchmark (+ "load" when the model was loaded here)
+    raw: dict  # lm-eval results dict + a "depthprune" section
+    cache_key: str | None = None
+    cache_hit: bool = False
+    details: dict = field(default_factory=dict)
+
+
+def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Evaluation:
+    """Score ``model`` as it is on ``settings.benchmarks`` (``removed`` is only recorded)."""
+    from depthprune.evaluation import harness
+    from depthprune.evaluation.perplexity import evaluate_perplexity
+
+    model.eval()
+    metrics: list[MetricValue] = []
+    seconds: dict[str, float] = {}
+    perplexity: dict[str, dict] = {}
+    runs = []
+    offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
+    with offline:
+        for benchmark in (b for b in settings.benchmarks if b in PERPLEXITY_BENCHMARKS):
+            result = evaluate_perplexity(
+                model, tokenizer, benchmark,
+                seq_len=settings.ppl_seq_len, max_tokens=settings.ppl_max_tokens,
+                batch_size=settings.batch_size, data_dir=settings.data_dir,
+            )  # fmt: skip
+            metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
+            seconds[benchmark] = result.seconds
+            perplexity[benchmark] = result.to_dict()
+        tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
+        if tasks:
+            with harness.task_manager(settings.data_dir, tasks) as manager:
+                lm = harness.make_lm(model, tokenizer, settings.batch_size)
+                for task in tasks:
+                    run = harness.run_task(
+                        lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
+                    )
+                    metrics.extend(run.metrics)
+                    seconds[task] = run.seconds
+                    runs.append(run.results)
+    raw = harness.merge_results(runs)
+    raw["depthprune"] = {"removed": list(removed), "perplexity": perplexity, "seconds": seconds}
+    return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw)
+
+
+def check_data(settings: EvalSettings) -> None:
+    """Fail before loading any model if the offline mirror lacks a file the benchmarks need."""
+    if settings.data_dir is None:
+        return
+    from depthprune.evaluation.perplexity import local_corpus_file
+
+    for benchmark in settings.benchmarks:
+        if benchmark in PERPLEXITY_BENCHMARKS:
+            local_corpus_file(benchmark, settings.data_dir)  # raises, naming the file, if missing
+    check_offline_data([b for b in settings.benchmarks if b in LM_EVAL_TASKS], settings.data_dir)
+
+
+def data_fingerprint(settings: EvalSettings) -> dict:
+    """Identity of the evaluation data: file hashes for a mirror (its location does not matter)."""
+    if settings.data_dir is None:
+        return {"source": "hub"}
+    from depthprune.evaluation.perplexity import local_corpus_file
+
+    files = {}
+    for benchmark in settings.benchmarks:
+        paths = (
+            [local_corpus_file(benchmark, settings.data_dir)]
+            if benchmark in PERPLEXITY_BENCHMARKS
+            else list(offline_data_files(benchmark, settings.data_dir).values())
+        )
+        for path in paths:
+            files[f"{path.parent.name}/{path.name}"] = file_sha256(path)
+    return {"source": "data_dir", "sha256": files}
+
+
+def cache_payload(model_identity: dict, removed, settings: EvalSettings) -> dict:
+    """Everything that can change a figure; its hash is the cache key."""
+    versions = package_versions()
+    return {
+        "model": model_identity,
+        "removed": list(removed),
+        "settings": {
+            "benchmarks": sorted(settings.benchmarks, key=BENCHMARKS.index),
+            "limit": settings.limit,
+            "ppl_seq_len": settings.ppl_seq_len,
+            "ppl_max_tokens": settings.ppl_max_tokens,
+            "batch_size": settings.batch_size,
+            "bootstrap_iters": settings.bootstrap_iters,
+        },
+        "data": data_fingerprint(settings),
+        "versions": {name: versions[name] for name in KEY_VERSIONS},
+    }
+
+
+def evaluate_removed(
+    *,
+    model_identity: dict,
+    removed,
+    settings: EvalSettings,
+    load: Callable[[], object],
+    cache: EvalCache | None = None,
+) -> Evaluation:
+    """Evaluate the model (``load()`` -> LoadedModel) without blocks ``removed``, through the cache.
+
+    ``model_identity`` (spec, resolved dtype and device) stands for the model in the cache key.
+    On a hit nothing is loaded.
+    """
+    removed = tuple(sorted(int(i) for i in removed))
+    check_data(settings)
+    payload = cache_payload(model_identity, removed, settings)
+    key = cache_key(payload)
+    if cache is None:
+        return _compute(load, removed, settings, key, payload)
+    with cache.lock(key):
+        entry = cache.get(key)
+        if entry is not None:
+            log.info("evaluation cache hit %s (removed %r)", key[:12], format_layers(removed))
+            return Evaluation(
+                removed=removed,
+                metrics=[MetricValue(**row) for row in entry.metrics],
+                seconds=entry.seconds,
+                raw=entry.raw,
+                cache_key=key,
+                cache_hit=True,
+            )
+        evaluation = _compute(load, removed, settings, key, payload)
+        cache.put(
+            CacheEntry(
+                key=key,
+                payload=payload,
+                metrics=[dataclasses.asdict(m) for m in evaluation.metrics],
+                seconds=evaluation.seconds,
+                raw=evaluation.raw,
+            )
+        )
+        return evaluation
+
+
+def _compute(load, removed, settings, key, payload) -> Evaluation:
+    start = time.perf_counter()
+    loaded = load()
+    if removed:
+        from depthprune.models.pruning import remove_blocks
+
+        remove_blocks(loaded.model, removed)
+    load_seconds = time.perf_counter() - start
+    evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed)
+    evaluation.seconds = {"load": load_seconds, **evaluation.seconds}
+    evaluation.cache_key = key
+    evaluation.raw["depthprune"].update(cache_key=key, key=payload, seconds=evaluation.seconds)
+    return evaluation
+
+
+def metrics_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings):
+    """The tidy metrics table (columns ``METRICS_COLUMNS``), benchmarks in canonical order."""
+    import pandas as pd
+
+    order = {b: i for i, b in enumerate(BENCHMARKS)}
+    rows = [
+        {
+            "model": labels.model,
+            "calibration": labels.calibration,
+            "budget": labels.budget,
+            "algorithm": labels.algorithm,
+            "removed": format_layers(evaluation.removed),
+            "benchmark": m.benchmark,
+            "metric": m.metric,
+            "value": m.value,
+            "stderr": m.stderr,
+            "n": m.n,
+            "headline": m.metric == settings.headline_metric(m.benchmark),
+        }
+        for m in sorted(evaluation.metrics, key=lambda m: order[m.benchmark])
+    ]
+    return pd.DataFrame(rows, columns=METRICS_COLUMNS)
+
+
+def raw_document(evaluation: Evaluation, labels: Labels, settings: EvalSettings) -> dict:
+    """The raw lm-eval JSON with this run's labels and headline choices added."""
+    raw = dict(evaluation.raw)
+    section = dict(raw.get("depthprune", {}))
+    section.update(
+        labels=dataclasses.asdict(labels),
+        removed=list(evaluation.removed),
+        headline={b: settings.headline_metric(b) for b in settings.benchmarks},
+        cache_key=evaluation.cache_key,
+        cache_hit=evaluation.cache_hit,
+    )
+    raw["depthprune"] = section
+    return raw
+
+
+def write_outputs(
+    evaluation: Evaluation,
+    labels: Labels,
+    settings: EvalSettings,
+    out_metrics: str | Path | None,
+    out_raw: str | Path | None,
+):
+    """Write metrics.csv and the raw JSON atomically; returns the metrics frame."""
+    frame = metrics_frame(evaluation, labels, settings)
+    if out_raw:
+        atomic_write_json(out_raw, raw_document(evaluation, labels, settings))
+    if out_metrics:
+        atomic_write_csv(out_metrics, frame)
+    return frame
