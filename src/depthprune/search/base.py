@@ -1,0 +1,282 @@
+"""The interface every search algorithm implements, and the evaluator wrapper that traces a search.
+
+An algorithm sees a :class:`SearchProblem` (budget M, the single-layer ablation prior, a seed, the
+protected layers, a scratch folder) and talks to the model only through the evaluator interface of
+docs/architecture.md: ``evaluate(sets)``, ``loss(removed)``, ``n_layers``, ``protected``, ``stats``
+and, for cbo, ``gate_derivatives()``. The evaluator it gets is a :class:`TracingEvaluator`, which
+records every evaluation of this search in order and counts what this search cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+
+
+def normalise_set(removed: Iterable[int]) -> tuple[int, ...]:
+    """Canonical form of a removed set: a sorted tuple of plain ints."""
+    return tuple(sorted(int(i) for i in removed))
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One evaluation request of a search, in the order the search made it."""
+
+    order: int
+    removed: tuple[int, ...]
+    loss: float
+    accuracy: float | None
+    seconds: float
+    # True when this search had already asked for this set: answered from the memo, not a new
+    # distinct evaluation (the count in selection.json uses the same definition).
+    memo_hit: bool
+
+
+class TracingEvaluator:
+    """Wraps a SubsetEvaluator; records the trace and the cost of one search.
+
+    Counting is per search: a set evaluated earlier in the same search is a memo hit, whatever the
+    shared memo underneath knew; ``distinct_evaluations`` is the number of distinct sets this search
+    asked for. ``blocks_run`` is the decoder blocks the wrapped evaluator actually ran for this
+    search (from its cumulative ``stats``), ``naive_blocks`` what a naive implementation would have
+    run for the same requests (N - |S| per request, repeats included).
+    """
+
+    def __init__(self, evaluator: Any):
+        self.inner = evaluator
+        self.entries: list[TraceEntry] = []
+        self._records: dict[tuple[int, ...], Any] = {}
+        self.blocks_run = 0
+        self.naive_blocks = 0
+        # Compute spent on this search by earlier, interrupted processes (set by BO on resume);
+        # added to the search time, which thus counts compute, not the downtime in between.
+        self.resumed_seconds = 0.0
+
+    # --- the evaluator interface -------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return int(self.inner.n_layers)
+
+    @property
+    def protected(self) -> frozenset[int]:
+        return frozenset(int(i) for i in self.inner.protected)
+
+    @property
+    def objective_kind(self) -> str:
+        return getattr(self.inner, "objective_kind", "perplexity")
+
+    @property
+    def stats(self) -> Any:
+        return self.inner.stats
+
+    def describe(self) -> dict:
+        return self.inner.describe() if hasattr(self.inner, "describe") else {}
+
+    def evaluate(self, sets: Sequence[Iterable[int]]) -> list:
+        """Evaluate a batch in one call to the wrapped evaluator (which shares work inside it)."""
+        keys = [normalise_set(s) for s in sets]
+        if not keys:
+            return []
+        blocks_before = self._inner_blocks()
+        records = self.inner.evaluate(keys)
+        self.blocks_run += self._inner_blocks() - blocks_before
+        for key, record in zip(keys, records):
+            self._append(key, record.loss, record.accuracy, record.seconds)
+            self._records.setdefault(key, record)
+        return list(records)
+
+    def loss(self, removed: Iterable[int]) -> float:
+        return self.evaluate([removed])[0].loss
+
+    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
+        blocks_before = self._inner_blocks()
+        g, h = self.inner.gate_derivatives()
+        self.blocks_run += self._inner_blocks() - blocks_before
+        return np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64)
+
+    # --- search bookkeeping ------------------------------------------------------------------
+    def replay(
+        self,
+        removed: Iterable[int],
+        loss: float,
+        accuracy: float | None,
+        seconds: float,
+        blocks_run: int,
+    ) -> None:
+        """Re-enter an evaluation that an earlier, interrupted process of this search made."""
+        key = normalise_set(removed)
+        self._append(key, float(loss), accuracy, float(seconds))
+        self._records.setdefault(key, _ReplayedRecord(key, float(loss), accuracy))
+        self.blocks_run += int(blocks_run)
+
+    def lookup(self, removed: Iterable[int]) -> Any | None:
+        """The record of a set this search already evaluated, or None."""
+        return self._records.get(normalise_set(removed))
+
+    def best(self, size: int | None = None) -> Any | None:
+        """Lowest-loss record this search has seen (of the given size); ties go to the smaller set."""
+        candidates = [r for k, r in self._records.items() if size is None or len(k) == size]
+        if not candidates:
+            return None
+        return min(candidates, key=record_key)
+
+    @property
+    def distinct_evaluations(self) -> int:
+        return len(self._records)
+
+    @property
+    def memo_hits(self) -> int:
+        return sum(entry.memo_hit for entry in self.entries)
+
+    def _append(self, key: tuple[int, ...], loss: float, accuracy: float | None, seconds: float) -> None:
+        self.entries.append(
+            TraceEntry(
+                order=len(self.entries),
+                removed=key,
+                loss=float(loss),
+                accuracy=None if accuracy is None else float(accuracy),
+                seconds=float(seconds),
+                memo_hit=key in self._records,
+            )
+        )
+        self.naive_blocks += self.n_layers - len(key)
+
+    def _inner_blocks(self) -> int:
+        return int(getattr(self.inner.stats, "blocks_run", 0))
+
+
+@dataclass(frozen=True)
+class _ReplayedRecord:
+    removed: tuple[int, ...]
+    loss: float
+    accuracy: float | None
+    memo_hit: bool = True
+    blocks_run: int = 0
+    seconds: float = 0.0
+
+
+def _sort_loss(loss: float) -> float:
+    # NaN losses (a diverged pruned model) must rank last, not poison min().
+    return math.inf if math.isnan(loss) else loss
+
+
+def loss_key(loss: float, removed: Iterable[int]) -> tuple[float, tuple[int, ...]]:
+    """Sort key that ranks sets by loss, ties broken by the sorted set: deterministic."""
+    return (_sort_loss(loss), normalise_set(removed))
+
+
+def record_key(record: Any) -> tuple[float, tuple[int, ...]]:
+    """``loss_key`` of an evaluation record."""
+    return loss_key(record.loss, record.removed)
+
+
+@dataclass
+class SearchProblem:
+    evaluator: TracingEvaluator
+    budget: int
+    prior: np.ndarray
+    seed: int
+    protected: frozenset[int]
+    workdir: Path
+
+    @property
+    def n_layers(self) -> int:
+        return self.evaluator.n_layers
+
+    @property
+    def allowed(self) -> tuple[int, ...]:
+        """Layers a search may remove (every layer that is not protected), ascending."""
+        return tuple(i for i in range(self.n_layers) if i not in self.protected)
+
+    @property
+    def ranking(self) -> tuple[int, ...]:
+        """Allowed layers by prior score, most removable (lowest s_i) first; ties by index."""
+        return tuple(sorted(self.allowed, key=lambda i: (float(self.prior[i]), i)))
+
+    def prior_top(self) -> tuple[int, ...]:
+        """The one-shot set: the M allowed layers with the smallest s_i."""
+        return normalise_set(self.ranking[: self.budget])
+
+    def prior_weights(self) -> np.ndarray:
+        """w_i proportional to exp(-z_i), z = standardised s over the allowed layers; 0 if protected."""
+        allowed = np.asarray(self.allowed)
+        scores = self.prior[allowed].astype(np.float64)
+        spread = scores.std()
+        z = (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
+        weights = np.zeros(self.n_layers)
+        weights[allowed] = np.exp(-(z - z.min()))  # shift: same distribution, no overflow
+        return weights / weights.sum()
+
+
+class SearchAlgorithm:
+    """One subclass per module; ``defaults`` are the paper's hyper-parameters."""
+
+    name: ClassVar[str]
+    defaults: ClassVar[dict[str, Any]] = {}
+    # Allowed values of string-valued parameters (checked by resolve_params).
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults updated by ``overrides``; an unknown key or a wrong type is a clear error."""
+        params = dict(self.defaults)
+        for key, value in (overrides or {}).items():
+            if key not in self.defaults:
+                valid = ", ".join(sorted(self.defaults)) or "none"
+                raise ValueError(
+                    f"search algorithm {self.name!r} has no parameter {key!r} (valid parameters: {valid})"
+                )
+            params[key] = _coerce(self.name, key, self.defaults[key], value)
+            if key in self.choices and params[key] not in self.choices[key]:
+                raise ValueError(
+                    f"search algorithm {self.name!r}: parameter {key!r} must be one of "
+                    f"{', '.join(self.choices[key])}, got {value!r}"
+                )
+        return params
+
+
+def _coerce(algorithm: str, key: str, default: Any, value: Any) -> Any:
+    """Give an override the type of its default (YAML parsing makes 5 an int, 0.2 a float)."""
+    expected = type(default)
+    if expected is int and isinstance(value, float) and value.is_integer():
+        value = int(value)  # "exact_limit=5e6" parses as a float
+    ok = (
+        default is None
+        or (expected is bool and isinstance(value, bool))
+        or (expected is int and isinstance(value, int) and not isinstance(value, bool))
+        or (expected is float and isinstance(value, (int, float)) and not isinstance(value, bool))
+        or (expected is str and isinstance(value, str))
+    )
+    if not ok:
+        raise ValueError(
+            f"search algorithm {algorithm!r}: parameter {key!r} expects {expected.__name__}, got {value!r}"
+        )
+    return float(value) if expected is float else value
+
+
+def validate_budget(budget: int, n_layers: int, protected: Iterable[int]) -> None:
+    n_allowed = n_layers - len(set(protected))
+    if budget < 1 or budget >= n_allowed:
+        raise ValueError(
+            f"--budget {budget}: must be at least 1 and below the {n_allowed} removable layers "
+            f"({n_layers} blocks, {n_layers - n_allowed} protected)"
+        )
+
+
+def validate_prior(prior: Sequence[float | None], n_layers: int, protected: Iterable[int]) -> np.ndarray:
+    """Prior scores as a float array; protected layers may be missing (null), the others not."""
+    values = np.array([np.nan if s is None else float(s) for s in prior], dtype=np.float64)
+    if values.shape != (n_layers,):
+        raise ValueError(f"prior: {len(values)} scores for a model with {n_layers} blocks")
+    protected = set(protected)
+    bad = [i for i in range(n_layers) if i not in protected and not np.isfinite(values[i])]
+    if bad:
+        raise ValueError(f"prior: scores of layers {bad} are missing or not finite")
+    return values

@@ -1,0 +1,28 @@
+"""Beam search (spec §4.3): greedy growth that keeps the B best sets of each size.
+
+Each step extends every beam by one allowed layer, deduplicates the candidates as sets, evaluates
+them in one batch and keeps the B lowest losses (ties broken by the sorted set). With B = 1 this is
+greedy.
+"""
+
+from __future__ import annotations
+
+from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.search.greedy import extend
+
+
+class Beam(SearchAlgorithm):
+    name = "beam"
+    defaults = {"beam_width": 5}
+
+    def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
+        width = params["beam_width"]
+        if width < 1:
+            raise ValueError(f"search algorithm 'beam': beam_width must be at least 1, got {width}")
+        beams: list[tuple[int, ...]] = [()]
+        for _ in range(problem.budget):
+            # Sorted: deterministic, and sets sharing a removed prefix sit next to each other.
+            candidates = sorted({c for b in beams for c in extend(b, problem.allowed)})
+            records = sorted(problem.evaluator.evaluate(candidates), key=record_key)
+            beams = [normalise_set(r.removed) for r in records[:width]]
+        return beams[0]

@@ -1,0 +1,199 @@
+"""Constrained binary optimisation (after Jansen et al. 2026; spec §4.6).
+
+Every block gets a gate α_i (h ← h + α_i·f_i(h)). Removing block i sets α_i: 1 → 0, i.e. the gate
+moves by Δα = −x with x_i = 1 for a removed block. A second-order Taylor expansion at α = 1 gives
+
+    ΔL(x) ≈ gᵀΔα + ½ ΔαᵀHΔα = −gᵀx + ½ xᵀHx,        g = ∂L/∂α, H = ∂²L/∂α²,
+
+an Ising energy minimised subject to Σx = M (x_i = 0 for protected layers): by exact, vectorised
+enumeration when C(N', M) ≤ ``exact_limit``, otherwise by simulated annealing with swap moves
+(which keep Σx = M) and restarts. The ``rerank`` lowest-energy distinct sets are then evaluated with
+the true loss (one batch) and the best is returned.
+
+``coefficients: ablation`` builds the same energy from exact ablations instead of derivatives:
+linear term a_i = L({i}) − L(∅), pair term b_ij = L({i,j}) − L({i}) − L({j}) + L(∅), evaluated
+in one batch (N'(N'−1)/2 pairs more than the prior).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+
+import numpy as np
+
+from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+
+log = logging.getLogger(__name__)
+
+
+class ConstrainedBinaryOptimisation(SearchAlgorithm):
+    name = "cbo"
+    defaults = {
+        "coefficients": "gradient",
+        "exact_limit": 5_000_000,
+        "rerank": 16,
+        "chunk_size": 100_000,
+        "sa_restarts": 16,
+        "sa_steps": 20_000,
+        "sa_final_temperature_ratio": 1e-3,
+    }
+    choices = {"coefficients": ("gradient", "ablation")}
+
+    def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
+        k = params["rerank"]
+        if k < 1:
+            raise ValueError(f"search algorithm 'cbo': rerank must be at least 1, got {k}")
+        allowed = np.asarray(problem.allowed)
+        if params["coefficients"] == "gradient":
+            linear, quadratic = gradient_energy(problem, allowed)
+        else:
+            linear, quadratic = ablation_energy(problem, allowed)
+        n_sets = math.comb(len(allowed), problem.budget)
+        if n_sets <= params["exact_limit"]:
+            log.info("cbo: exact enumeration of %d sets", n_sets)
+            lowest = exact_lowest(linear, quadratic, problem.budget, k, params["chunk_size"])
+        else:
+            log.info("cbo: %d sets > exact_limit; simulated annealing", n_sets)
+            lowest = anneal_lowest(
+                linear,
+                quadratic,
+                problem.budget,
+                k,
+                rng=np.random.default_rng(problem.seed),
+                restarts=params["sa_restarts"],
+                steps=params["sa_steps"],
+                final_ratio=params["sa_final_temperature_ratio"],
+            )
+        candidates = [normalise_set(allowed[list(c)]) for _, c in lowest]
+        records = problem.evaluator.evaluate(candidates)
+        return normalise_set(min(records, key=record_key).removed)
+
+
+def gradient_energy(problem: SearchProblem, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(linear, quadratic) of E(x) = linearᵀx + ½xᵀQx from the gate derivatives: −g and H."""
+    g, h = problem.evaluator.gate_derivatives()
+    n = problem.n_layers
+    if g.shape != (n,) or h.shape != (n, n):
+        raise ValueError(f"gate_derivatives: expected shapes ({n},) and ({n}, {n}), got {g.shape} and {h.shape}")
+    h = 0.5 * (h + h.T)  # autograd Hessians are symmetric up to rounding
+    return -g[allowed], h[np.ix_(allowed, allowed)]
+
+
+def ablation_energy(problem: SearchProblem, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(linear, quadratic) from exact single and pairwise ablations, evaluated in one batch."""
+    layers = [int(i) for i in allowed]
+    pairs = list(itertools.combinations(layers, 2))
+    records = problem.evaluator.evaluate([()] + [(i,) for i in layers] + pairs)
+    loss = {normalise_set(r.removed): r.loss for r in records}
+    dense = loss[()]
+    linear = np.array([loss[(i,)] - dense for i in layers])
+    position = {layer: p for p, layer in enumerate(layers)}
+    quadratic = np.zeros((len(layers), len(layers)))
+    for i, j in pairs:
+        b = loss[(i, j)] - loss[(i,)] - loss[(j,)] + dense
+        quadratic[position[i], position[j]] = quadratic[position[j], position[i]] = b
+    return linear, quadratic
+
+
+def energies(linear: np.ndarray, quadratic: np.ndarray, combos: np.ndarray) -> np.ndarray:
+    """E for each row of ``combos`` (indices of the removed layers), vectorised over rows."""
+    q = 0.5 * (quadratic + quadratic.T)
+    energy = linear[combos].sum(axis=1) + 0.5 * np.diag(q)[combos].sum(axis=1)
+    for a, b in itertools.combinations(range(combos.shape[1]), 2):
+        energy += q[combos[:, a], combos[:, b]]  # ½·(Q_ab + Q_ba) for a symmetric Q
+    return energy
+
+
+def exact_lowest(
+    linear: np.ndarray, quadratic: np.ndarray, budget: int, k: int, chunk_size: int
+) -> list[tuple[float, tuple[int, ...]]]:
+    """The k lowest-energy M-subsets of range(n), by chunked enumeration; ties by lexicographic order."""
+    n = len(linear)
+    combos_iter = itertools.combinations(range(n), budget)
+    best_e = np.empty(0)
+    best_c = np.empty((0, budget), dtype=np.int64)
+    while True:
+        flat = np.fromiter(
+            itertools.chain.from_iterable(itertools.islice(combos_iter, chunk_size)), dtype=np.int64
+        )
+        if flat.size == 0:
+            break
+        combos = flat.reshape(-1, budget)
+        energy = energies(linear, quadratic, combos)
+        if len(energy) > k:
+            keep = np.argpartition(energy, k - 1)[:k]
+            keep.sort()  # keep enumeration order, so the stable sort below breaks ties lexicographically
+            combos, energy = combos[keep], energy[keep]
+        # Earlier chunks come first: lexicographically smaller sets win ties.
+        merged_e = np.concatenate([best_e, energy])
+        merged_c = np.concatenate([best_c, combos])
+        order = np.argsort(merged_e, kind="stable")[:k]
+        best_e, best_c = merged_e[order], merged_c[order]
+    return [(float(e), tuple(int(i) for i in c)) for e, c in zip(best_e, best_c)]
+
+
+def anneal_lowest(
+    linear: np.ndarray,
+    quadratic: np.ndarray,
+    budget: int,
+    k: int,
+    rng: np.random.Generator,
+    restarts: int,
+    steps: int,
+    final_ratio: float,
+) -> list[tuple[float, tuple[int, ...]]]:
+    """Simulated annealing with swap moves, ``restarts`` chains run side by side (vectorised).
+
+    A swap takes removed layer i out and kept layer j in, so Σx = M always holds. With local fields
+    h = Qx the energy change is ΔE = l_j − l_i + h_j − h_i + ½(Q_ii + Q_jj) − Q_ij. The schedule is
+    geometric from T0 (the spread of ΔE over random swaps) down to T0·final_ratio. Every distinct
+    state visited, and every one-swap neighbour of the k best of them, is a candidate; the k lowest
+    (energies recomputed exactly) are returned.
+    """
+    n = len(linear)
+    if restarts < 1 or steps < 1:
+        raise ValueError("search algorithm 'cbo': sa_restarts and sa_steps must be at least 1")
+    q = 0.5 * (quadratic + quadratic.T)
+    diag = np.diag(q)
+    chains = np.arange(restarts)
+    # removed[r] and kept[r] partition range(n) for chain r.
+    perms = np.stack([rng.permutation(n) for _ in range(restarts)])
+    removed, kept = perms[:, :budget].copy(), perms[:, budget:].copy()
+    x = np.zeros((restarts, n))
+    x[chains[:, None], removed] = 1.0
+    fields = x @ q
+
+    def swap_delta(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return linear[j] - linear[i] + fields[chains, j] - fields[chains, i] + 0.5 * (diag[i] + diag[j]) - q[i, j]
+
+    # Temperature scale from the typical size of a move at the random starting states.
+    probe = np.concatenate(
+        [swap_delta(removed[chains, rng.integers(budget, size=restarts)], kept[chains, rng.integers(n - budget, size=restarts)]) for _ in range(32)]
+    )
+    t_start = float(np.std(probe)) or 1.0
+    temperatures = t_start * final_ratio ** (np.arange(steps) / max(steps - 1, 1))
+
+    found: set[tuple[int, ...]] = {tuple(sorted(int(v) for v in row)) for row in removed}
+    for temperature in temperatures:
+        a = rng.integers(budget, size=restarts)
+        b = rng.integers(n - budget, size=restarts)
+        i, j = removed[chains, a], kept[chains, b]
+        delta = swap_delta(i, j)
+        accept = (delta <= 0) | (rng.random(restarts) < np.exp(-np.clip(delta, 0, None) / temperature))
+        for r in np.flatnonzero(accept):
+            fields[r] += q[j[r]] - q[i[r]]
+            removed[r, a[r]], kept[r, b[r]] = j[r], i[r]
+            found.add(tuple(sorted(int(v) for v in removed[r])))
+    # The k lowest distinct sets sit close to the minimum: add every one-swap neighbour of the
+    # best states found, so the rerank list does not depend on what the cold chains happened to visit.
+    sets = sorted(found)
+    best = [sets[p] for p in np.argsort(energies(linear, q, np.array(sets)), kind="stable")[:k]]
+    for state in best:
+        for out, into in itertools.product(state, sorted(set(range(n)) - set(state))):
+            found.add(tuple(sorted(set(state) - {out} | {into})))
+    sets = sorted(found)
+    exact = energies(linear, q, np.array(sets, dtype=np.int64))
+    return heapq.nsmallest(k, zip(exact.tolist(), sets))

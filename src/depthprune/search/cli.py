@@ -1,0 +1,119 @@
+"""``depthprune search``: one algorithm, one budget → selection.json and trace.csv."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from depthprune.cli_common import (
+    add_calibration_args,
+    add_evaluator_args,
+    add_model_args,
+    build_evaluator,
+    load_model_from_args,
+)
+from depthprune.io import format_layers, parse_layers, read_json
+from depthprune.search import ALGORITHMS, get_algorithm
+from depthprune.search.base import validate_budget
+from depthprune.search.runner import run_search, write_outputs
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "search",
+        help="search the removed set of M layers with one algorithm -> selection.json, trace.csv",
+        description="Run one layer-subset search algorithm (spec §4) on the calibration loss.",
+    )
+    add_model_args(parser)
+    add_calibration_args(parser)
+    add_evaluator_args(parser)
+    group = parser.add_argument_group("search")
+    group.add_argument("--algorithm", required=True, choices=list(ALGORITHMS))
+    group.add_argument("--budget", type=int, required=True, metavar="M", help="number of blocks to remove")
+    group.add_argument("--prior", required=True, help="prior.json from `depthprune prior` (its \"scores\")")
+    group.add_argument(
+        "--workdir",
+        required=True,
+        help="scratch folder kept across restarts (BO's SQLite study); not a Snakemake output",
+    )
+    group.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="algorithm hyper-parameter, repeatable; VALUE is a YAML scalar (e.g. beam_width=3)",
+    )
+    group.add_argument("--out-selection", required=True, help="selection.json to write")
+    group.add_argument("--out-trace", required=True, help="trace.csv to write")
+    parser.set_defaults(func=run)
+
+
+def parse_params(items: list[str]) -> dict[str, Any]:
+    """``["beam_width=3", "coefficients=ablation"]`` → {"beam_width": 3, "coefficients": "ablation"}."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--param {item!r}: expected KEY=VALUE")
+        params[key] = parse_scalar(text.strip())
+    return params
+
+
+def parse_scalar(text: str) -> Any:
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError as err:
+        raise ValueError(f"--param value {text!r} is not a YAML scalar ({err})") from err
+    if isinstance(value, str):
+        # YAML 1.1 reads "5e6" (no dot) as a string; a number is meant.
+        for cast in (int, float):
+            try:
+                return cast(text)
+            except ValueError:
+                pass
+    elif isinstance(value, (list, dict)):
+        raise ValueError(f"--param value {text!r} must be a scalar")
+    return value
+
+
+def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
+    prior = read_json(path)
+    if "scores" not in prior:
+        raise ValueError(f"{path}: no \"scores\" field (expected the output of `depthprune prior`)")
+    if prior.get("calibration") not in (None, calibration):
+        raise ValueError(f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}")
+    return prior
+
+
+def run(args: argparse.Namespace) -> int:
+    # Cheap checks first: a typo in --param must not cost a model load.
+    params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
+    prior = load_prior(args.prior, args.calibration)
+    n_layers = prior.get("n_layers", len(prior["scores"]))
+    validate_budget(args.budget, n_layers, parse_layers(args.protected))
+    loaded = load_model_from_args(args)
+    evaluator = build_evaluator(args, loaded)
+    validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
+    result = run_search(
+        evaluator,
+        args.algorithm,
+        args.budget,
+        prior["scores"],
+        seed=args.seed,
+        workdir=args.workdir,
+        params=params,
+    )
+    write_outputs(result, loaded.name, args.calibration, args.out_selection, args.out_trace)
+    print(
+        f"{args.algorithm} M={args.budget}: removed [{format_layers(result.removed)}] loss={result.loss:.6g} "
+        f"distinct={result.distinct_evaluations} memo_hits={result.memo_hits} blocks={result.blocks_run} "
+        f"seconds={result.search_seconds:.1f} -> {args.out_selection}"
+    )
+    return 0

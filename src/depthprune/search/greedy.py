@@ -1,0 +1,26 @@
+"""Greedy iterative pruning (SLEB, spec §4.2): grow the removed set one layer at a time.
+
+Each step evaluates S ∪ {i} for every remaining allowed layer i, all in one batch (the evaluator
+shares the prefix S between them), and keeps the best. Cost: Σ_{t<M} (N' − t) evaluations.
+"""
+
+from __future__ import annotations
+
+from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+
+
+def extend(removed: tuple[int, ...], allowed: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every set one allowed layer larger than ``removed``."""
+    return [normalise_set(removed + (i,)) for i in allowed if i not in removed]
+
+
+class Greedy(SearchAlgorithm):
+    name = "greedy"
+    defaults: dict = {}
+
+    def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
+        current: tuple[int, ...] = ()
+        for _ in range(problem.budget):
+            records = problem.evaluator.evaluate(extend(current, problem.allowed))
+            current = normalise_set(min(records, key=record_key).removed)
+        return current

@@ -1,0 +1,16 @@
+"""One-shot pruning: remove the M layers whose single-layer ablation hurts least (spec §4.1).
+
+Cost: the prior only (plus the one evaluation of the chosen set that reports its loss).
+"""
+
+from __future__ import annotations
+
+from depthprune.search.base import SearchAlgorithm, SearchProblem
+
+
+class OneShot(SearchAlgorithm):
+    name = "one_shot"
+    defaults: dict = {}
+
+    def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
+        return problem.prior_top()

@@ -1,0 +1,148 @@
+"""Run one search on an evaluator and turn it into selection.json and trace.csv.
+
+Kept apart from the command line so the benchmark and the tests drive exactly the same code.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+from depthprune.search import get_algorithm
+from depthprune.search.base import (
+    SearchProblem,
+    TraceEntry,
+    TracingEvaluator,
+    normalise_set,
+    validate_budget,
+    validate_prior,
+)
+from depthprune.seeding import seed_everything
+
+log = logging.getLogger(__name__)
+
+TRACE_COLUMNS = ["order", "removed", "loss", "accuracy", "seconds", "memo_hit"]
+
+
+@dataclass
+class SearchResult:
+    algorithm: str
+    budget: int
+    seed: int
+    n_layers: int
+    objective_kind: str
+    removed: tuple[int, ...]
+    loss: float
+    accuracy: float | None
+    hyperparameters: dict[str, Any]
+    distinct_evaluations: int
+    memo_hits: int
+    blocks_run: int
+    naive_blocks: int
+    search_seconds: float
+    trace: list[TraceEntry] = field(repr=False)
+
+
+def run_search(
+    evaluator: Any,
+    algorithm: str,
+    budget: int,
+    prior: Sequence[float | None] | np.ndarray,
+    seed: int,
+    workdir: str | Path,
+    params: dict[str, Any] | None = None,
+) -> SearchResult:
+    """Run ``algorithm`` for removing ``budget`` layers; the evaluator may be shared with other searches."""
+    search = get_algorithm(algorithm)
+    hyperparameters = search.resolve_params(params)
+    protected = frozenset(int(i) for i in evaluator.protected)
+    validate_budget(budget, evaluator.n_layers, protected)
+    tracer = TracingEvaluator(evaluator)
+    problem = SearchProblem(
+        evaluator=tracer,
+        budget=budget,
+        prior=validate_prior(list(prior), evaluator.n_layers, protected),
+        seed=seed,
+        protected=protected,
+        workdir=Path(workdir),
+    )
+    seed_everything(seed)
+    log.info("search %s: M=%d, N=%d, protected=%s, params=%s", algorithm, budget, problem.n_layers, sorted(protected), hyperparameters)
+    start = time.perf_counter()
+    removed = normalise_set(search.run(problem, hyperparameters))
+    if len(removed) != budget or not protected.isdisjoint(removed):
+        raise RuntimeError(f"search {algorithm} returned an invalid set {removed} for M={budget}")
+    # The chosen set's loss: normally already in the trace; one-shot evaluates it here.
+    record = tracer.lookup(removed) or tracer.evaluate([removed])[0]
+    seconds = time.perf_counter() - start + tracer.resumed_seconds
+    log.info("search %s: removed %s, loss %.6g, %d distinct evaluations, %.1f s", algorithm, removed, record.loss, tracer.distinct_evaluations, seconds)
+    return SearchResult(
+        algorithm=algorithm,
+        budget=budget,
+        seed=seed,
+        n_layers=problem.n_layers,
+        objective_kind=tracer.objective_kind,
+        removed=removed,
+        loss=float(record.loss),
+        accuracy=None if record.accuracy is None else float(record.accuracy),
+        hyperparameters=hyperparameters,
+        distinct_evaluations=tracer.distinct_evaluations,
+        memo_hits=tracer.memo_hits,
+        blocks_run=tracer.blocks_run,
+        naive_blocks=tracer.naive_blocks,
+        search_seconds=seconds,
+        trace=list(tracer.entries),
+    )
+
+
+def selection_document(result: SearchResult, model: str, calibration: str) -> dict[str, Any]:
+    """selection.json, field for field as docs/architecture.md fixes it."""
+    perplexity = result.objective_kind == "perplexity"
+    return {
+        "model": model,
+        "calibration": calibration,
+        "budget": result.budget,
+        "algorithm": result.algorithm,
+        "removed": list(result.removed),
+        "n_layers": result.n_layers,
+        "loss": result.loss,
+        "calibration_perplexity": math.exp(result.loss) if perplexity else None,
+        "calibration_accuracy": None if perplexity else result.accuracy,
+        "distinct_evaluations": result.distinct_evaluations,
+        "memo_hits": result.memo_hits,
+        "blocks_run": result.blocks_run,
+        "search_seconds": result.search_seconds,
+        "seed": result.seed,
+        "hyperparameters": result.hyperparameters,
+        "versions": package_versions(),
+    }
+
+
+def trace_frame(trace: Sequence[TraceEntry]) -> pd.DataFrame:
+    """trace.csv: every evaluation request in order (repeats flagged memo_hit)."""
+    rows = [
+        {
+            "order": e.order,
+            "removed": format_layers(e.removed),
+            "loss": e.loss,
+            "accuracy": e.accuracy,
+            "seconds": e.seconds,
+            "memo_hit": e.memo_hit,
+        }
+        for e in trace
+    ]
+    return pd.DataFrame(rows, columns=TRACE_COLUMNS)
+
+
+def write_outputs(result: SearchResult, model: str, calibration: str, selection_path: str | Path, trace_path: str | Path) -> None:
+    # Trace first: selection.json is the file that marks the search as done.
+    atomic_write_csv(trace_path, trace_frame(result.trace))
+    atomic_write_json(selection_path, selection_document(result, model, calibration))
