@@ -156,7 +156,7 @@ FAKE_CLI = textwrap.dedent(
     if command == "search" and value("--algorithm") == os.environ.get("FAKE_BLOCK_ALGORITHM"):
         time.sleep(120)  # killed by the test
     if command == "prepare-model":
-        print(value("--model") + ": 8 blocks")
+        write(value("--out"), json.dumps({"model": value("--model"), "n_layers": 8}))
     elif command == "prior":
         write(value("--out"), "{}\\n")
     elif command == "search":

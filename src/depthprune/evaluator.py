@@ -50,6 +50,9 @@ class EvalRecord:
     memo_hit: bool
     blocks_run: int
     seconds: float
+    # Compute seconds this loss cost when it was first computed (by any job sharing the memo): a
+    # search's stand-alone cost does not depend on which search happened to compute a set first.
+    cost_seconds: float = 0.0
 
 
 @dataclass
@@ -151,7 +154,8 @@ class SubsetEvaluator:
         budget = default_state_budget(self.state_device) if state_cache_gib is None else int(state_cache_gib * (1 << 30))
         self.states = StateCache(budget if use_cache else 0)
         self.stats = EvaluatorStats()
-        self._memo: dict[tuple[int, ...], tuple[float, float | None]] = {}
+        self._memo: dict[tuple[int, ...], tuple[float, float | None, float]] = {}
+        self._gate_derivatives: tuple[np.ndarray, np.ndarray] | None = None
         self._blocks_this_call = 0  # blocks run for the evaluation now in progress
         self._started = time.perf_counter()
         self._tokens_per_block = objective.n_tokens
@@ -211,9 +215,9 @@ class SubsetEvaluator:
                 seen_in_batch.add(key)
                 out.append(fresh)
                 continue
-            loss, acc = self._lookup(key)
+            loss, acc, cost = self._lookup(key)
             self.stats.memo_hits += 1
-            out.append(EvalRecord(key, loss, acc, memo_hit=True, blocks_run=0, seconds=0.0))
+            out.append(EvalRecord(key, loss, acc, memo_hit=True, blocks_run=0, seconds=0.0, cost_seconds=cost))
         return out
 
     def empty_record(self) -> EvalRecord:
@@ -226,6 +230,8 @@ class SubsetEvaluator:
         L is a sum of per-batch terms, so both are accumulated batch by batch; H takes N
         Hessian-vector products (one backward pass per row) per batch.
         """
+        if self._gate_derivatives is not None:  # independent of M: every budget reuses it
+            return self._gate_derivatives
         n = self.n_layers
         grad = torch.zeros(n, dtype=torch.float64)
         hess = torch.zeros(n, n, dtype=torch.float64)
@@ -241,7 +247,8 @@ class SubsetEvaluator:
         self.stats.blocks_run += n  # one gated forward pass (plus its backward passes)
         log.info("gate derivatives: %d Hessian rows in %.1fs", n, time.perf_counter() - started)
         hess = 0.5 * (hess + hess.T)  # symmetric up to float error
-        return grad.numpy(), hess.numpy()
+        self._gate_derivatives = (grad.numpy(), hess.numpy())
+        return self._gate_derivatives
 
     def _batch_gate_derivatives(self, b: int, batch) -> tuple[torch.Tensor, torch.Tensor]:
         n = self.n_layers
@@ -256,7 +263,7 @@ class SubsetEvaluator:
         return grad.detach().double().cpu(), torch.stack(rows).detach().double().cpu()
 
     # ------------------------------------------------------------------ memo
-    def _lookup(self, key: tuple[int, ...]) -> tuple[float, float | None] | None:
+    def _lookup(self, key: tuple[int, ...]) -> tuple[float, float | None, float] | None:
         found = self._memo.get(key)
         if found is None and self._sqlite is not None:
             found = self._sqlite.get(key)
@@ -264,12 +271,12 @@ class SubsetEvaluator:
                 self._memo[key] = found
         return found
 
-    def _remember(self, key: tuple[int, ...], loss: float, accuracy: float | None) -> None:
+    def _remember(self, key: tuple[int, ...], loss: float, accuracy: float | None, seconds: float) -> None:
         if not self.use_cache:
             return  # naive mode: nothing is remembered, every request runs from scratch
-        self._memo[key] = (loss, accuracy)
+        self._memo[key] = (loss, accuracy, seconds)
         if self._sqlite is not None:
-            self._sqlite.put(key, loss, accuracy)
+            self._sqlite.put(key, loss, accuracy, seconds)
 
     # ------------------------------------------------------------------ computation
     @torch.no_grad()
@@ -316,8 +323,8 @@ class SubsetEvaluator:
         self.stats.tokens += self.n_layers * self._tokens_per_block
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
-        self._remember((), loss, acc)
-        return EvalRecord((), loss, acc, memo_hit=False, blocks_run=self.n_layers, seconds=seconds)
+        self._remember((), loss, acc, seconds)
+        return EvalRecord((), loss, acc, memo_hit=False, blocks_run=self.n_layers, seconds=seconds, cost_seconds=seconds)
 
     def _run_block(self, j: int, state: State) -> State:
         block = self.blocks[j]
@@ -392,8 +399,9 @@ class SubsetEvaluator:
         seconds = time.perf_counter() - started
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
-        self._remember(key, loss, acc)
-        return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds)
+        self._remember(key, loss, acc, seconds)
+        return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds,
+                          cost_seconds=seconds)
 
     def _token_logprobs(self, b: int, final_hidden: torch.Tensor) -> torch.Tensor:
         """log p(target) at the scored positions of batch b; the LM head runs only there."""

@@ -26,21 +26,23 @@ class SqliteMemo:
         self._db.execute("CREATE TABLE IF NOT EXISTS configs (config TEXT PRIMARY KEY, description TEXT NOT NULL)")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS losses (config TEXT NOT NULL, removed TEXT NOT NULL, loss REAL NOT NULL,"
-            " accuracy REAL, PRIMARY KEY (config, removed))"
+            " accuracy REAL, seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (config, removed))"
         )
         self._db.execute(
             "INSERT OR IGNORE INTO configs VALUES (?, ?)", (config_key, json.dumps(description, sort_keys=True))
         )
 
-    def get(self, removed: tuple[int, ...]) -> tuple[float, float | None] | None:
+    def get(self, removed: tuple[int, ...]) -> tuple[float, float | None, float] | None:
+        """(loss, accuracy, compute seconds when first computed), or None."""
         row = self._db.execute(
-            "SELECT loss, accuracy FROM losses WHERE config = ? AND removed = ?", (self.config_key, format_layers(removed))
+            "SELECT loss, accuracy, seconds FROM losses WHERE config = ? AND removed = ?", (self.config_key, format_layers(removed))
         ).fetchone()
-        return None if row is None else (float(row[0]), None if row[1] is None else float(row[1]))
+        return None if row is None else (float(row[0]), None if row[1] is None else float(row[1]), float(row[2]))
 
-    def put(self, removed: tuple[int, ...], loss: float, accuracy: float | None) -> None:
+    def put(self, removed: tuple[int, ...], loss: float, accuracy: float | None, seconds: float) -> None:
         self._db.execute(
-            "INSERT OR IGNORE INTO losses VALUES (?, ?, ?, ?)", (self.config_key, format_layers(removed), loss, accuracy)
+            "INSERT OR IGNORE INTO losses VALUES (?, ?, ?, ?, ?)",
+            (self.config_key, format_layers(removed), loss, accuracy, seconds),
         )
 
     def __len__(self) -> int:

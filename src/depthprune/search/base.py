@@ -56,6 +56,10 @@ class TracingEvaluator:
         # Compute spent on this search by earlier, interrupted processes (set by BO on resume);
         # added to the search time, which thus counts compute, not the downtime in between.
         self.resumed_seconds = 0.0
+        # Seconds that sets first requested by this search, but answered by the shared memo (another
+        # job computed them first), cost when they were computed. Added to the search time so that
+        # Table 4 does not depend on the order in which jobs happened to run.
+        self.shared_memo_seconds = 0.0
 
     # --- the evaluator interface -------------------------------------------------------------
     @property
@@ -86,6 +90,8 @@ class TracingEvaluator:
         records = self.inner.evaluate(keys)
         self.blocks_run += self._inner_blocks() - blocks_before
         for key, record in zip(keys, records):
+            if record.memo_hit and key not in self._records:
+                self.shared_memo_seconds += float(getattr(record, "cost_seconds", 0.0))
             self._append(key, record.loss, record.accuracy, record.seconds)
             self._records.setdefault(key, record)
         return list(records)

@@ -82,7 +82,8 @@ def run_search(
         raise RuntimeError(f"search {algorithm} returned an invalid set {removed} for M={budget}")
     # The chosen set's loss: normally already in the trace; one-shot evaluates it here.
     record = tracer.lookup(removed) or tracer.evaluate([removed])[0]
-    seconds = time.perf_counter() - start + tracer.resumed_seconds
+    wall_seconds = time.perf_counter() - start
+    seconds = wall_seconds + tracer.resumed_seconds + tracer.shared_memo_seconds
     log.info("search %s: removed %s, loss %.6g, %d distinct evaluations, %.1f s", algorithm, removed, record.loss, tracer.distinct_evaluations, seconds)
     return SearchResult(
         algorithm=algorithm,

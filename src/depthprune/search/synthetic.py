@@ -15,19 +15,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from depthprune.evaluator import EvalRecord
 from depthprune.search.base import normalise_set
-
-
-@dataclass(frozen=True)
-class SyntheticRecord:
-    """Same fields as depthprune.evaluator.EvalRecord."""
-
-    removed: tuple[int, ...]
-    loss: float
-    accuracy: float | None
-    memo_hit: bool
-    blocks_run: int
-    seconds: float
 
 
 @dataclass
@@ -71,7 +60,7 @@ class SyntheticEvaluator:
         idx = list(normalise_set(removed))
         return float(self.base + self.unary[idx].sum() + 0.5 * self.pairwise[np.ix_(idx, idx)].sum())
 
-    def evaluate(self, sets: Sequence[Iterable[int]]) -> list[SyntheticRecord]:
+    def evaluate(self, sets: Sequence[Iterable[int]]) -> list[EvalRecord]:
         records = []
         for s in sets:
             key = normalise_set(s)
@@ -95,7 +84,7 @@ class SyntheticEvaluator:
             loss, accuracy = self._memo[key]
             seconds = time.perf_counter() - start
             self.stats.seconds += seconds
-            records.append(SyntheticRecord(key, loss, accuracy, hit, 0 if hit else naive, seconds))
+            records.append(EvalRecord(key, loss, accuracy, hit, 0 if hit else naive, seconds, cost_seconds=seconds))
         return records
 
     def loss(self, removed: Iterable[int]) -> float:
