@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
 from depthprune.reporting.style import (
@@ -76,6 +77,9 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
     for row in dense.dropna(subset=["avg_perplexity", "avg_accuracy"]).itertuples(index=False):
         ax.scatter(row.avg_perplexity, 100 * row.avg_accuracy, marker="*", color="black", s=40, zorder=4)
     ax.set_xscale("log")
+    # Narrow ranges (within one decade) get crowded minor-tick labels; keep readable plain numbers.
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     ax.grid(True, which="major", linewidth=0.3, alpha=0.5)
     missing = len(cell) - len(valid)
     if missing:
