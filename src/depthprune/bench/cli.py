@@ -16,17 +16,6 @@ def register(subparsers) -> None:
     inner = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name, (module_name, help_text) in BENCHMARKS.items():
         parser = inner.add_parser(name, help=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:  # a benchmark whose module is missing must not break the CLI
-            parser.set_defaults(func=_missing(module_name, err))
-            continue
+        module = importlib.import_module(module_name)  # light at import: heavy imports live in run()
         module.add_arguments(parser)
         parser.set_defaults(func=module.run)
-
-
-def _missing(module_name, err):
-    def run(args):
-        raise RuntimeError(f"benchmark module {module_name} unavailable: {err}")
-
-    return run
