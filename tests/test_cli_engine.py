@@ -72,3 +72,13 @@ def test_bad_input_exits_2_with_a_named_cause(argv, message, tiny_model_dir, dat
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists() and not (tmp_path / "x").exists()
+
+
+def test_evaluator_benchmark_prints_its_summary_line(tiny_model_dir, data_dir, capsys):
+    code = main(["bench", "evaluator", "--model", str(tiny_model_dir), "--data-dir", str(data_dir),
+                 "--n-samples", "2", "--seq-len", "32", "--budget", "3"])
+    assert code == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("evaluator: losses_equal=yes blocks_ratio=")
+    blocks_ratio = float(last.split("blocks_ratio=")[1].split()[0])
+    assert 0 < blocks_ratio < 0.6  # the caches must actually save blocks

@@ -12,8 +12,6 @@ import argparse
 import tempfile
 import time
 
-from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m")
@@ -26,16 +24,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _workload(args, no_cache: bool, loaded=None):
-    from depthprune.cli_common import build_evaluator
+    from depthprune.cli_common import add_calibration_args, add_evaluator_args, add_model_args, build_evaluator
     from depthprune.prior import compute_prior
     from depthprune.search.runner import run_search
 
-    namespace = argparse.Namespace(
-        model=args.model, name=None, dtype="float32", device="cpu", model_cache_dir="resources/models",
-        calibration=args.calibration, data_dir=args.data_dir, n_samples=args.n_samples, seq_len=args.seq_len,
-        seed=args.seed, tlm_format="text", c4_dataset=DEFAULT_C4_DATASET, cs170k_dataset=DEFAULT_CS170K_DATASET,
-        token_budget=16384, state_device="auto", state_cache_gib=None, memo=None, no_cache=no_cache, protected="",
-    )
+    # The evaluator is built exactly as `depthprune prior/search` build it, from their own options.
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    add_calibration_args(parser)
+    add_evaluator_args(parser)
+    argv = ["--model", args.model, "--dtype", "float32", "--device", "cpu", "--calibration", args.calibration,
+            "--n-samples", str(args.n_samples), "--seq-len", str(args.seq_len), "--seed", str(args.seed)]
+    argv += ["--data-dir", args.data_dir] if args.data_dir else []
+    argv += ["--no-cache"] if no_cache else []
+    namespace = parser.parse_args(argv)
     started = time.perf_counter()
     evaluator = build_evaluator(namespace, loaded=loaded)
     prior = compute_prior(evaluator)
