@@ -86,6 +86,19 @@ def test_tiny_state_budget_recomputes_exactly(tiny, data_dir):
     assert starved.states.bytes <= starved.states.budget
 
 
+def test_partial_dense_checkpoints_when_the_cache_is_small(tiny, data_dir):
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir)
+    per_state = sum(b.input_ids.numel() for b in objective.batches) * tiny.model.config.hidden_size * 4
+    roomy = SubsetEvaluator(tiny, objective, calibration="ppl_c4")
+    # room for 3 dense states in half the cache: only evenly spaced checkpoints are kept
+    small = SubsetEvaluator(tiny, objective, calibration="ppl_c4", state_cache_gib=6.5 * per_state / (1 << 30))
+    kept = sorted(j for (prefix, j) in small.states._entries if not prefix)
+    assert kept == [1, 4, 7]
+    sets = [(5,), (2, 6), (7,), (0, 3)]
+    for x, y in zip(roomy.evaluate(sets), small.evaluate(sets)):
+        assert x.loss == pytest.approx(y.loss, rel=1e-6)
+
+
 def test_sqlite_memo_shared_between_evaluators(tiny, data_dir, tmp_path):
     objective = objective_for("ppl_c4", tiny.tokenizer, data_dir)
     memo = tmp_path / "memo.sqlite"

@@ -281,23 +281,31 @@ class SubsetEvaluator:
     # ------------------------------------------------------------------ computation
     @torch.no_grad()
     def _capture_dense(self) -> EvalRecord:
-        """Run the model's own forward once per batch, recording block inputs and kwargs."""
+        """Run the model's own forward once per batch, recording block inputs and kwargs.
+
+        Only the dense states that fit in half the state cache are kept (evenly spaced; the rest
+        are recomputed from the nearest kept one when needed), so the capture itself cannot exhaust
+        the memory of an 8B model's tens of GiB of states.
+        """
         started = time.perf_counter()
         backbone = self.family.backbone(self.model)
         final_norm = self.family.final_norm(self.model)
-        dense_states: list[State] = [[] for _ in range(self.n_layers + 1)]
+        keep = self._dense_checkpoints()
+        dense_states: dict[int, State] = {j: [] for j in keep | {0}}
         captured: list[dict] = []
+        final_states: State = []  # one state: scored after the hooks are gone (the head calls the norm)
 
         def block_hook(index):
             def hook(module, args, kwargs):
-                hidden = args[0] if args else kwargs["hidden_states"]
-                dense_states[index].append(hidden.to(self.state_device))
+                if index in dense_states:
+                    hidden = args[0] if args else kwargs["hidden_states"]
+                    dense_states[index].append(hidden.to(self.state_device))
                 captured[-1][index] = {k: v for k, v in kwargs.items() if k != "hidden_states"}
 
             return hook
 
         def norm_hook(module, args):
-            dense_states[self.n_layers].append(args[0].to(self.state_device))
+            final_states.append(args[0])
 
         handles = [blk.register_forward_pre_hook(block_hook(j), with_kwargs=True) for j, blk in enumerate(self.blocks)]
         handles.append(final_norm.register_forward_pre_hook(norm_hook))
@@ -313,10 +321,10 @@ class SubsetEvaluator:
             for handle in handles:
                 handle.remove()
         self._block_kwargs = [[per_batch[j] for j in range(self.n_layers)] for per_batch in captured]
-        self._embeddings = dense_states[0]
-        for j, state in enumerate(dense_states):
+        self._embeddings = dense_states.pop(0)
+        for j, state in sorted(dense_states.items()):
             self.states.put((frozenset(), j), state, pinned=True)
-        loss, acc = self._loss_of_state(dense_states[self.n_layers])
+        loss, acc = self._loss_of_state(final_states)
         seconds = time.perf_counter() - started
         self.stats.blocks_run += self.n_layers
         self.stats.naive_blocks += self.n_layers
@@ -325,6 +333,21 @@ class SubsetEvaluator:
         self.stats.seconds += seconds
         self._remember((), loss, acc, seconds)
         return EvalRecord((), loss, acc, memo_hit=False, blocks_run=self.n_layers, seconds=seconds, cost_seconds=seconds)
+
+    def _dense_checkpoints(self) -> set[int]:
+        """Blocks j in 1..N−1 whose dense input state is kept: all of them if half the cache holds them."""
+        if not self.use_cache:
+            return set()
+        hidden = self.family.text_config(self.model).hidden_size
+        per_state = sum(b.input_ids.numel() for b in self.objective.batches) * hidden * self.loaded.dtype.itemsize
+        fits = int(self.states.budget // 2 // max(per_state, 1))
+        inner = self.n_layers - 1
+        if fits >= inner:
+            return set(range(1, self.n_layers))
+        if fits <= 0:
+            return set()
+        log.warning("state cache holds %d of %d dense states; the others are recomputed when needed", fits, inner)
+        return {int(round(x)) for x in np.linspace(1, inner, fits)}
 
     def _run_block(self, j: int, state: State) -> State:
         block = self.blocks[j]
