@@ -54,11 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.log_file)
+    log = logging.getLogger("depthprune")
     try:
         return int(args.func(args) or 0)
     except (UserError, FileNotFoundError, ValueError, KeyError) as err:
-        # Bad input: one clear line naming the key or file, non-zero exit, no traceback.
+        # Bad input: one clear line naming the key or file (on stderr and in --log-file), exit 2.
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        logging.getLogger("depthprune").debug("error details", exc_info=True)
-        print(f"depthprune {args.command}: error: {message}", file=sys.stderr)
+        log.debug("error details", exc_info=True)
+        log.error("depthprune %s: error: %s", args.command, message)
         return 2
+    except Exception:
+        # A bug, not bad input: the traceback goes to stderr and to the rule's log once, exit 1.
+        log.exception("depthprune %s failed", args.command)
+        return 1
