@@ -458,10 +458,7 @@ def forward_loss(model: torch.nn.Module, objective: Objective) -> tuple[float, f
         ).last_hidden_state
         # last_hidden_state is already normed; apply only the head (and softcap) at scored positions.
         flat = hidden.reshape(-1, hidden.shape[-1])[batch.flat_positions.to(device)]
-        logits = family.head(model)(flat)
-        cap = getattr(family.text_config(model), family.logit_softcap_attr, None) if family.logit_softcap_attr else None
-        if cap:
-            logits = torch.tanh(logits / cap) * cap
+        logits = family.head_logits(model, flat)
         lp = torch.log_softmax(logits.float(), dim=-1).gather(1, batch.targets.to(device)[:, None]).squeeze(1)
         logprobs.append(lp)
     return objective.reduce(logprobs)

@@ -53,7 +53,11 @@ class Family:
 
     def logits(self, model: nn.Module, final_hidden: torch.Tensor) -> torch.Tensor:
         """Logits from hidden states leaving the last kept block (final norm, head, softcap)."""
-        logits = self.head(model)(self.final_norm(model)(final_hidden))
+        return self.head_logits(model, self.final_norm(model)(final_hidden))
+
+    def head_logits(self, model: nn.Module, normed_hidden: torch.Tensor) -> torch.Tensor:
+        """Logits from already-normed hidden states (the backbone's ``last_hidden_state``)."""
+        logits = self.head(model)(normed_hidden)
         cap = getattr(self.text_config(model), self.logit_softcap_attr, None) if self.logit_softcap_attr else None
         if cap:
             logits = torch.tanh(logits / cap) * cap
