@@ -111,11 +111,19 @@ def task_manager(data_dir: str | Path | None, tasks: Iterable[str]) -> Iterator:
         yield TaskManager(include_path=tmp, include_defaults=False)
 
 
+LOG_SOFTMAX_DTYPE = "float32"
+
+
 def make_lm(model, tokenizer, batch_size: int):
-    """Wrap an in-memory (possibly pruned) transformers model for lm-eval."""
+    """Wrap an in-memory (possibly pruned) transformers model for lm-eval.
+
+    Log-probabilities are taken in float32 whatever the model's dtype: in bfloat16 (8 mantissa
+    bits, steps of 0.06 at a log-probability of -10) close choices tie or swap, which moved BoolQ
+    accuracy of the dense SmolLM2 by 4 points on 100 documents.
+    """
     from lm_eval.models.huggingface import HFLM
 
-    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, softmax_dtype=LOG_SOFTMAX_DTYPE)
 
 
 @dataclass(frozen=True)
