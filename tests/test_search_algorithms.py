@@ -237,3 +237,24 @@ def test_annealing_reaches_the_exact_minimum():
     assert annealed[0][1] == exact[0][1]
     assert len({c for _, c in annealed}) == len(annealed) == 16
     assert [e for e, _ in annealed] == sorted(e for e, _ in annealed)
+
+
+def test_search_time_includes_the_prior_for_searches_that_read_it(tmp_path):
+    """One-shot's cost is the prior (spec §4); greedy pays the single-layer sets it evaluates itself."""
+    prior_seconds = 100.0
+    charged = {}
+    for name in ("one_shot", "fast_block_select", "greedy"):
+        ev = SyntheticEvaluator(unary=np.linspace(0.1, 1.0, 8), delay=0.01)
+        ev.evaluate([()] + [(i,) for i in range(8)])  # the prior job filled the shared memo
+        result = run_search(ev, name, 2, ev.prior(), seed=0, workdir=tmp_path / name, prior_seconds=prior_seconds)
+        charged[name] = result
+    assert charged["one_shot"].prior_seconds == prior_seconds
+    assert prior_seconds <= charged["one_shot"].search_seconds < prior_seconds + 1.0
+    # fast-block-select evaluates single layers too: memo hits already paid by the prior charge.
+    fbs = charged["fast_block_select"]
+    assert fbs.prior_seconds == prior_seconds and fbs.search_seconds < prior_seconds + 1.0
+    greedy = charged["greedy"]
+    assert greedy.prior_seconds == 0.0
+    assert 8 * 0.01 <= greedy.search_seconds < 1.0  # its first step's 8 singletons, at their stored cost
+    assert get_algorithm("cbo").uses_prior({"coefficients": "ablation"})
+    assert not get_algorithm("cbo").uses_prior({"coefficients": "gradient"})

@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                     seed=args.seed,
                     workdir=workdir / f"M{budget}" / name,
                     params=params.get(name),
+                    prior_seconds=prior["cost"]["seconds"],
                 )
                 naive_blocks += result.naive_blocks
                 print(

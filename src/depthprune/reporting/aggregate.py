@@ -43,11 +43,11 @@ SELECTION_REQUIRED = ["model", "calibration", "budget", "algorithm", "removed", 
 SELECTION_COLUMNS = [
     "model", "calibration", "budget", "algorithm", "removed", "n_layers", "loss",
     "calibration_perplexity", "calibration_accuracy", "distinct_evaluations", "memo_hits",
-    "blocks_run", "search_seconds", "seed", "hyperparameters", "source",
+    "blocks_run", "search_seconds", "prior_seconds", "seed", "hyperparameters", "source",
 ]  # fmt: skip
 SUMMARY_SELECTION_COLUMNS = [
     "removed", "n_layers", "loss", "calibration_perplexity", "calibration_accuracy",
-    "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "seed",
+    "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds", "seed",
 ]  # fmt: skip
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")

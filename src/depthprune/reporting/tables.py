@@ -109,7 +109,8 @@ def table4(summary: pd.DataFrame) -> ReportTable:
     return ReportTable(
         name="table4", title="Table 4",
         caption=(
-            "Search cost and result per algorithm: search time in seconds (the compute the search needs on its own) and distinct subset "
+            "Search cost and result per algorithm: search time in seconds (the compute the search needs on its own, "
+            "including the single-layer prior for searches that read it, so one-shot's time is the prior's) and distinct subset "
             "evaluations as recorded by the search (selection.json), and average zero-shot accuracy. Highest "
             "accuracy per (model, M, calibration) in bold."
         ),

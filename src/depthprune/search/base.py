@@ -60,6 +60,9 @@ class TracingEvaluator:
         # job computed them first), cost when they were computed. Added to the search time so that
         # Table 4 does not depend on the order in which jobs happened to run.
         self.shared_memo_seconds = 0.0
+        # Sets whose cost is already charged another way (the prior's sets, when the search is
+        # charged the prior's cost): a memo hit on them adds nothing to shared_memo_seconds.
+        self.prepaid: frozenset[tuple[int, ...]] = frozenset()
 
     # --- the evaluator interface -------------------------------------------------------------
     @property
@@ -90,7 +93,7 @@ class TracingEvaluator:
         records = self.inner.evaluate(keys)
         self.blocks_run += self._inner_blocks() - blocks_before
         for key, record in zip(keys, records):
-            if record.memo_hit and key not in self._records:
+            if record.memo_hit and key not in self._records and key not in self.prepaid:
                 self.shared_memo_seconds += float(getattr(record, "cost_seconds", 0.0))
             self._append(key, record.loss, record.accuracy, record.seconds)
             self._records.setdefault(key, record)
@@ -229,6 +232,12 @@ class SearchAlgorithm:
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         raise NotImplementedError
+
+    def uses_prior(self, params: dict) -> bool:
+        """Whether the search reads the single-layer prior; if so its search time includes the
+        prior's cost (spec: one-shot's cost *is* the prior). Searches that do not override this
+        read it."""
+        return True
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults updated by ``overrides``; an unknown key or a wrong type is a clear error."""

@@ -15,6 +15,9 @@ class Beam(SearchAlgorithm):
     name = "beam"
     defaults = {"beam_width": 5}
 
+    def uses_prior(self, params: dict) -> bool:
+        return False  # its first step evaluates the single-layer sets itself (memo hits, charged as such)
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         width = params["beam_width"]
         if width < 1:

@@ -42,6 +42,9 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
     }
     choices = {"coefficients": ("gradient", "ablation")}
 
+    def uses_prior(self, params: dict) -> bool:
+        return params["coefficients"] == "ablation"  # gradient coefficients come from one gated pass
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         k = params["rerank"]
         if k < 1:

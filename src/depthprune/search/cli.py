@@ -109,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         workdir=args.workdir,
         params=params,
+        prior_seconds=float(prior.get("cost", {}).get("seconds", 0.0)),
     )
     write_outputs(result, loaded.name, args.calibration, args.out_selection, args.out_trace)
     print(

@@ -18,6 +18,9 @@ class Greedy(SearchAlgorithm):
     name = "greedy"
     defaults: dict = {}
 
+    def uses_prior(self, params: dict) -> bool:
+        return False  # its first step evaluates the single-layer sets itself (memo hits, charged as such)
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         current: tuple[int, ...] = ()
         for _ in range(problem.budget):

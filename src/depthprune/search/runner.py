@@ -49,6 +49,7 @@ class SearchResult:
     naive_blocks: int
     search_seconds: float
     trace: list[TraceEntry] = field(repr=False)
+    prior_seconds: float = 0.0  # the prior's cost included in search_seconds (0 if it reads no prior)
 
 
 def run_search(
@@ -59,13 +60,22 @@ def run_search(
     seed: int,
     workdir: str | Path,
     params: dict[str, Any] | None = None,
+    prior_seconds: float = 0.0,
 ) -> SearchResult:
-    """Run ``algorithm`` for removing ``budget`` layers; the evaluator may be shared with other searches."""
+    """Run ``algorithm`` for removing ``budget`` layers; the evaluator may be shared with other searches.
+
+    ``prior_seconds`` is what computing ``prior`` cost (prior.json's ``cost.seconds``); a search
+    that reads the prior is charged it, as one-shot's cost is the prior's in the paper's Table 4.
+    """
     search = get_algorithm(algorithm)
     hyperparameters = search.resolve_params(params)
     protected = frozenset(int(i) for i in evaluator.protected)
     validate_budget(budget, evaluator.n_layers, protected)
     tracer = TracingEvaluator(evaluator)
+    charged_prior = float(prior_seconds) if search.uses_prior(hyperparameters) else 0.0
+    if charged_prior:
+        # The prior's own sets (the dense model and every single layer) are paid for by the charge.
+        tracer.prepaid = frozenset({()} | {(i,) for i in range(evaluator.n_layers)})
     problem = SearchProblem(
         evaluator=tracer,
         budget=budget,
@@ -83,7 +93,7 @@ def run_search(
     # The chosen set's loss: normally already in the trace; one-shot evaluates it here.
     record = tracer.lookup(removed) or tracer.evaluate([removed])[0]
     wall_seconds = time.perf_counter() - start
-    seconds = wall_seconds + tracer.resumed_seconds + tracer.shared_memo_seconds
+    seconds = wall_seconds + tracer.resumed_seconds + tracer.shared_memo_seconds + charged_prior
     log.info("search %s: removed %s, loss %.6g, %d distinct evaluations, %.1f s", algorithm, removed, record.loss, tracer.distinct_evaluations, seconds)
     return SearchResult(
         algorithm=algorithm,
@@ -101,6 +111,7 @@ def run_search(
         naive_blocks=tracer.naive_blocks,
         search_seconds=seconds,
         trace=list(tracer.entries),
+        prior_seconds=charged_prior,
     )
 
 
@@ -121,6 +132,7 @@ def selection_document(result: SearchResult, model: str, calibration: str) -> di
         "memo_hits": result.memo_hits,
         "blocks_run": result.blocks_run,
         "search_seconds": result.search_seconds,
+        "prior_seconds": result.prior_seconds,
         "seed": result.seed,
         "hyperparameters": result.hyperparameters,
         "versions": package_versions(),
