@@ -435,7 +435,8 @@ class SubsetEvaluator:
         pieces = []
         for start in range(0, len(positions), self.head_chunk):
             hidden = flat[positions[start : start + self.head_chunk]].to(self.device)
-            logits = self.family.logits(self.model, hidden).float()
+            logits = self.family.logits(self.model, hidden)
+            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # float64 stays
             chunk_targets = targets[start : start + self.head_chunk]
             pieces.append(torch.log_softmax(logits, dim=-1).gather(1, chunk_targets[:, None]).squeeze(1))
         return torch.cat(pieces)
