@@ -42,7 +42,10 @@ class LoadedModel:
     def fingerprint(self) -> str:
         """Content fingerprint of the weights (models/fingerprint.py): what caches key on, never the path."""
         if self._fingerprint is None:
-            self._fingerprint = model_fingerprint(self.path)
+            if Path(self.path).is_dir() or is_hub_id(self.path):
+                self._fingerprint = model_fingerprint(self.path)
+            else:  # built in memory (library use, tests): hash the weights themselves
+                self._fingerprint = tensor_fingerprint(self.model)
         return self._fingerprint
 
     @property
@@ -207,6 +210,17 @@ def resolve_local(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
             "the local Hugging Face cache; download it where the hub is reachable or give a local folder"
         )
     return path  # from_pretrained downloads it
+
+
+def tensor_fingerprint(model: torch.nn.Module) -> str:
+    """SHA-256 (20 hex chars) over a model's config and weights, for models that have no files."""
+    import hashlib
+
+    digest = hashlib.sha256(model.config.to_json_string(use_diff=False).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:20]
 
 
 def model_fingerprint(path: str) -> str:
