@@ -68,7 +68,7 @@ def test_text_requests_follow_the_spec():
         ({"instruction": "Q\n\nAnswer format: answer1/answer2", "answer": "answer1"}, "no 'Answer1:'-style candidates"),
         ({"instruction": "Q\n\nAnswer1: a\n\nAnswer format: answer1/answer2", "answer": "answer1"}, r"\['answer2'\].*missing"),
         ({"instruction": "Q\n\nAnswer1: a Answer2: b\n\nAnswer format: answer1/answer2", "answer": "answer7"}, "answer7"),
-        ({"answer": "true"}, "expected fields"),
+        ({"answer": "true"}, "missing field \"instruction\""),
     ],
 )
 def test_unparseable_items_are_named(row, message):

@@ -307,3 +307,52 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
     assert killed_bo[0]["argv"] in [c["argv"] for c in resumed_bo]
     assert all(c["workdir_existed"] for c in resumed_bo if c["argv"] == killed_bo[0]["argv"])  # the study survived
     assert (run.workdir / "figures" / "smoke" / "figure3.png").exists()
+
+
+# --------------------------------------------------------------------------- issue 13: reruns, paths
+
+
+def test_changing_data_dir_plans_nothing(finished):
+    """Where the offline mirror lies is not what a result depends on (its content is, in the keys)."""
+    for override in ("data_dir=/somewhere/else", "data_dir=null"):
+        proc = finished.run("-n", config=(override,))
+        assert "Nothing to be done" in proc.stdout + proc.stderr, (override, proc.stdout[-3000:])
+
+
+def test_forcerun_render_plans_only_render(finished):
+    for config in ((), ("data_dir=null",)):  # the README's command, given no data_dir
+        jobs = planned_jobs(finished.run("-n", "figures", "--forcerun", "render", config=config).stdout)
+        assert Counter(rule for rule, _ in jobs) == {"render": 1, "figures": 1}
+
+
+def test_forced_rule_recomputes_without_reading_its_cache(finished):
+    """--forcerun search passes --recompute to the searches only; an ordinary run never does."""
+    output = finished.run("-n", "-p", "--forcerun", "search").stdout
+    commands = [line for line in output.splitlines() if "depthprune" in line and "--log-file" in line]
+    searches = [c for c in commands if " search " in c]
+    assert searches and all("--recompute" in c for c in searches)
+    assert not any("--recompute" in c for c in commands if " search " not in c)
+    plain = finished.run("-n", "-p", config=("budgets=[2,3,4]",)).stdout
+    assert "--recompute" not in plain
+
+
+def test_memo_journal_is_not_a_param_and_slurm_selects_delete(finished):
+    assert "Nothing to be done" in finished.run("-n", config=("evaluator={memo_journal: delete}",)).stdout
+    output = run_snakemake(
+        "-n", "-p", "--workflow-profile", "workflow/profiles/slurm", "--executor", "local",
+        "--configfile", "config.yaml", "config/smoke.yaml", "--forcerun", "prior",
+    ).stdout  # fmt: skip
+    priors = [line for line in output.splitlines() if "depthprune" in line and " prior " in line]
+    assert priors and all("--memo-journal delete" in line for line in priors)
+
+
+def test_results_folder_with_a_space(tmp_path):
+    """Every path in a rule command is quoted: a results folder named 'my results' works."""
+    run = StandInRun(tmp_path)
+    results, figures = run.workdir / "my results", run.workdir / "my figures"
+    run.run("--cores", "2", config=(f"results_dir={results}", f"figures_dir={figures}", "budgets=[2]"))
+    assert (results / "tiny" / "ppl_c4" / "M2" / "ga" / "selection.json").exists()
+    assert (results / "aggregate" / "summary.csv").exists()
+    assert (figures / "figure1.png").exists()
+    searches = [c for c in run.calls() if c["command"] == "search"]
+    assert searches and all(c["argv"][c["argv"].index("--prior") + 1].startswith(str(results)) for c in searches)

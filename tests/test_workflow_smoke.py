@@ -139,3 +139,16 @@ def test_report_holds_every_figure_and_table(smoke_run):
         assert f"{name}.png" in html
     for name in TABLES:
         assert f"{name}.csv" in html
+
+
+def test_readme_commands_plan_only_what_they_name_after_the_study(smoke_run):
+    """After a study run with the offline mirror, `figures --forcerun render` (no data_dir given, as
+    in the README) plans only render, and another data_dir plans nothing: it is not a param."""
+    def config(data_dir):  # a second --config replaces the first one's list: repeat the folders
+        return ["--config", f"data_dir={data_dir}", f"results_dir={smoke_run['results']}",
+                f"figures_dir={smoke_run['figures']}"]  # fmt: skip
+
+    output = smoke_run["snakemake"]("-n", "figures", "--forcerun", "render", *config("null"))
+    assert executed_rules(output) == {"render", "figures"}, output[-3000:]
+    for data_dir in ("null", "/another/mirror"):
+        assert "Nothing to be done" in smoke_run["snakemake"]("-n", *config(data_dir))

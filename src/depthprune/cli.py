@@ -7,9 +7,11 @@ Each stage keeps its argument parsing next to its science: a module listed in ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
+from typing import Iterator
 
 COMMANDS = (
     "depthprune.models.cli",  # prepare-model, export
@@ -38,22 +40,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(verbose: bool = False, log_file: str | None = None) -> None:
+@contextlib.contextmanager
+def scoped_logging(verbose: bool = False, log_file: str | None = None) -> Iterator[None]:
+    """Log to stderr (and ``log_file``) for one invocation only.
+
+    The handlers are attached to the root logger for the duration of the command and removed and
+    closed afterwards, with the previous level restored: a later log call (another ``main()`` in
+    the same process, as in the tests) never writes to a stream that has since been closed.
+    """
+    root = logging.getLogger()
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
         handlers.append(logging.FileHandler(log_file))
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
+    previous_level = root.level
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(previous_level)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.verbose, args.log_file)
+    with scoped_logging(args.verbose, args.log_file):
+        return _run(args)
+
+
+def _run(args) -> int:
     log = logging.getLogger("depthprune")
     try:
         return int(args.func(args) or 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.specs import CALIBRATIONS
@@ -40,6 +41,23 @@ def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--memo", help="SQLite file shared by searches of the same model and calibration")
     group.add_argument("--no-cache", action="store_true", help="naive mode: every set from scratch, no memo")
     group.add_argument("--protected", default="", help="layers never removed, e.g. '0 29'")
+    group.add_argument("--memo-journal", default="wal", choices=["wal", "delete"],
+                       help="SQLite journal of --memo: wal (one machine) or delete (network filesystem, several nodes)")
+    add_recompute_arg(parser)
+
+
+def recompute_default() -> bool:
+    """``DEPTHPRUNE_RECOMPUTE=1`` in the environment turns --recompute on (how a forced rerun of a
+    Snakemake rule recomputes without reading its own cache; see workflow/rules/common.smk)."""
+    return os.environ.get("DEPTHPRUNE_RECOMPUTE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def add_recompute_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--recompute", action="store_true", default=recompute_default(),
+        help="compute everything again without reading this command's cache (memo, evaluation cache, BO "
+             "study); the new results replace the cached ones (default: on if DEPTHPRUNE_RECOMPUTE=1)",
+    )
 
 
 def load_model_from_args(args):
@@ -58,13 +76,60 @@ def calibration_settings(args) -> dict:
     }
 
 
-def build_evaluator(args, loaded=None):
-    """Model + calibration objective + evaluator from parsed arguments."""
+def model_layers_without_loading(args) -> int | None:
+    """Number of decoder blocks from the model's config file (no weights are read); None if unknown."""
+    from pathlib import Path
+
+    from depthprune.models.loading import resolve_local
+
+    path = resolve_local(args.model, args.model_cache_dir)
+    if not Path(path, "config.json").is_file():
+        return None
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(text_config.num_hidden_layers)
+
+
+def check_protected(protected: tuple[int, ...], n_layers: int | None) -> None:
+    if n_layers is None:
+        return
+    bad = [p for p in protected if not 0 <= p < n_layers]
+    if bad:
+        raise ValueError(f"protected_layers {bad} (option --protected) are outside 0..{n_layers - 1}")
+
+
+def check_calibration_inputs(args, n_layers: int | None = None):
+    """Everything about the calibration and evaluator options that can be wrong, checked before any
+    model is loaded (an 8B model takes minutes): sizes, protected layers, and the data itself (read,
+    sampled and parsed; errors name file, 1-based line and field). Returns the samples for
+    ``build_evaluator``."""
+    from depthprune.calibration.objectives import check_sizes, load_calibration_samples
+
+    if args.n_samples < 1:
+        raise ValueError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {args.n_samples})")
+    check_sizes(args.seq_len)
+    if args.token_budget < 1:
+        raise ValueError(f"--token-budget must be positive (got {args.token_budget})")
+    protected = parse_layers(args.protected)
+    check_protected(protected, n_layers if n_layers is not None else model_layers_without_loading(args))
+    return load_calibration_samples(
+        args.calibration, args.data_dir, n_samples=args.n_samples, seed=args.seed, tlm_format=args.tlm_format,
+        c4_dataset=args.c4_dataset, cs170k_dataset=args.cs170k_dataset,
+    )
+
+
+def build_evaluator(args, loaded=None, samples=None):
+    """Model + calibration objective + evaluator from parsed arguments (``samples``: from
+    ``check_calibration_inputs``, which reads and checks the data before the model is loaded)."""
     from depthprune.calibration.objectives import build_objective
     from depthprune.evaluator import SubsetEvaluator
     from depthprune.seeding import seed_everything
 
     seed_everything(args.seed)
+    if samples is None:
+        samples = check_calibration_inputs(args)
     loaded = loaded or load_model_from_args(args)
     token_budget = max(args.token_budget, args.seq_len)
     objective = build_objective(
@@ -78,6 +143,7 @@ def build_evaluator(args, loaded=None):
         token_budget=token_budget,
         c4_dataset=args.c4_dataset,
         cs170k_dataset=args.cs170k_dataset,
+        samples=samples,
     )
     return SubsetEvaluator(
         loaded,
@@ -87,6 +153,8 @@ def build_evaluator(args, loaded=None):
         protected=parse_layers(args.protected),
         use_cache=not args.no_cache,
         memo_path=args.memo,
+        memo_read=not getattr(args, "recompute", False),
+        memo_journal=getattr(args, "memo_journal", "wal"),
         state_device=args.state_device,
         state_cache_gib=args.state_cache_gib,
     )

@@ -118,6 +118,18 @@ def default_state_budget(state_device: torch.device) -> int:
     return int(min(total // 8, 8 << 30))
 
 
+# Recorded in describe() for people and for search's prior check, but no part of the memo key: a
+# loss depends on the model's content (model_fingerprint), not on its spec or path, and protecting a
+# layer changes which sets are allowed, not their losses.
+_NOT_IN_KEY = ("model", "model_path", "protected")
+
+
+def memo_key(description: dict) -> str:
+    """The memo key: SHA-256 of the description without the fields in ``_NOT_IN_KEY``."""
+    keyed = {k: v for k, v in description.items() if k not in _NOT_IN_KEY}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:20]
+
+
 class SubsetEvaluator:
     def __init__(
         self,
@@ -129,6 +141,8 @@ class SubsetEvaluator:
         protected: Iterable[int] = (),
         use_cache: bool = True,
         memo_path: str | None = None,
+        memo_read: bool = True,
+        memo_journal: str = "wal",
         state_device: str = "auto",
         state_cache_gib: float | None = None,
         head_chunk: int = 2048,
@@ -159,24 +173,32 @@ class SubsetEvaluator:
         self._blocks_this_call = 0  # blocks run for the evaluation now in progress
         self._started = time.perf_counter()
         self._tokens_per_block = objective.n_tokens
-        self.config_key = hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:20]
+        self.config_key = memo_key(self.describe())
         self._sqlite = None
+        # memo_read=False (--recompute): every loss is computed again and overwrites the stored one.
+        self.memo_read = memo_read
         if memo_path and use_cache:
             from depthprune.memo import SqliteMemo
 
-            self._sqlite = SqliteMemo(memo_path, self.config_key, self.describe())
+            self._sqlite = SqliteMemo(memo_path, self.config_key, self.describe(), journal=memo_journal)
         self._embeddings: State = []
         self._block_kwargs: list[list[dict]] = []  # [batch][block] -> kwargs replayed into the block
         self._dense_record = self._capture_dense()
 
     # ------------------------------------------------------------------ public interface
     def describe(self) -> dict:
-        """Everything that changes a loss; hashed into the memo key."""
+        """Everything that changes a loss (hashed into the memo key), plus where the model came from
+        and the protected layers (recorded in prior.json, checked by search; not part of the key)."""
         import transformers
+
+        from depthprune.versions import SCORING_VERSION
 
         return {
             "model": self.loaded.spec,
             "model_path": self.loaded.path,
+            "model_fingerprint": self.loaded.fingerprint,
+            "scoring_version": SCORING_VERSION,
+            "protected": sorted(self.protected),
             "calibration": self.calibration,
             "objective": self.objective_kind,
             "data_hash": self.objective.data_hash,
@@ -265,7 +287,7 @@ class SubsetEvaluator:
     # ------------------------------------------------------------------ memo
     def _lookup(self, key: tuple[int, ...]) -> tuple[float, float | None, float] | None:
         found = self._memo.get(key)
-        if found is None and self._sqlite is not None:
+        if found is None and self._sqlite is not None and self.memo_read:
             found = self._sqlite.get(key)
             if found is not None:
                 self._memo[key] = found
@@ -276,7 +298,7 @@ class SubsetEvaluator:
             return  # naive mode: nothing is remembered, every request runs from scratch
         self._memo[key] = (loss, accuracy, seconds)
         if self._sqlite is not None:
-            self._sqlite.put(key, loss, accuracy, seconds)
+            self._sqlite.put(key, loss, accuracy, seconds, replace=not self.memo_read)
 
     # ------------------------------------------------------------------ computation
     @torch.no_grad()

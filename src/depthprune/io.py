@@ -10,6 +10,8 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -20,20 +22,124 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_owner_tag()}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         if tmp_path.is_file():
             # mkstemp creates 0600 files; results should get the usual permissions.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp_path, 0o666 & ~umask)
+            os.chmod(tmp_path, 0o666 & ~current_umask())
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+TMP_DIR_SUFFIX = ".tmpdir"
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary folder next to ``path``; move it onto ``path`` only if the block succeeds.
+
+    The one helper for every folder output (exported and converted checkpoints): the result appears
+    complete or not at all. ``replace=False``: if ``path`` exists when the block ends (a concurrent
+    job finished first), the new folder is dropped and the existing one kept. ``replace=True``: the
+    old folder is swapped out by two renames (old -> backup sibling, new -> path) and only then
+    deleted, so at no point is there neither. The caller decides whether replacing is allowed.
+    Permissions follow the user's umask (mkdtemp creates 0700). Leftovers of a killed run are
+    removed by :func:`remove_stale_temporaries`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.", suffix=TMP_DIR_SUFFIX, dir=path.parent))
+    backup = None
+    try:
+        os.chmod(tmp, 0o777 & ~current_umask())
+        yield tmp
+        _apply_umask(tmp)
+        if path.exists() or path.is_symlink():
+            if not replace:
+                return
+            backup = Path(tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.old.", suffix=TMP_DIR_SUFFIX, dir=path.parent))
+            os.rmdir(backup)
+            os.replace(path, backup)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if backup is not None:
+                os.replace(backup, path)  # put the old folder back
+            if not path.exists():
+                raise
+    finally:
+        for leftover in (tmp, backup):
+            if leftover is not None and leftover.exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _apply_umask(folder: Path) -> None:
+    """Give files and folders made by mkstemp/mkdtemp (0600/0700) the permissions the umask allows."""
+    umask = current_umask()
+    for root, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o777 & ~umask)
+        for name in files:
+            full = os.path.join(root, name)
+            mode = os.stat(full).st_mode & 0o777
+            if mode in (0o600, 0o700):  # a temp-file default, not a mode someone chose
+                os.chmod(full, (0o777 if mode & 0o100 else 0o666) & ~umask)
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> None:
+    """Delete temporary siblings of ``path`` left by a process that no longer runs (killed)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return
+    for candidate in path.parent.glob(f".{glob_escape(path.name)}.*"):
+        match = re.match(rf"^\.{re.escape(path.name)}\.(?P<host>[A-Za-z0-9_-]*)~(?P<pid>\d+)\.", candidate.name)
+        if not match or not (candidate.name.endswith(TMP_DIR_SUFFIX) or candidate.name.endswith(".tmp")):
+            continue
+        # Only this machine's processes can be checked; another node's temporaries are left alone.
+        if match.group("host") != _host() or _pid_alive(int(match.group("pid"))):
+            continue
+        if candidate.is_dir():
+            shutil.rmtree(candidate, ignore_errors=True)
+        else:
+            candidate.unlink(missing_ok=True)
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "-", os.uname().nodename)[:40]
+
+
+def _owner_tag() -> str:
+    """``host~pid`` in temporary names: lets a later run tell a killed process's leftovers from a live one's."""
+    return f"{_host()}~{os.getpid()}"
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

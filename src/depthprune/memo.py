@@ -1,52 +1,94 @@
 """Persistent memo of subset losses, shared by every search of one (model, calibration) pair.
 
-Several Snakemake jobs may read and write the same file at once: SQLite in WAL mode with a busy
-timeout handles that, and each new loss is committed as soon as it is known, so a killed job loses
-at most the evaluation in flight. Rows are keyed by a hash of everything that changes a loss
-(model weights path, calibration config, data hash, seed, dtype, device type).
+Several Snakemake jobs may read and write the same file at once, and each new loss is committed as
+soon as it is known, so a killed job loses at most the evaluation in flight. Rows are keyed by a
+hash of everything that changes a loss (the model's content fingerprint, calibration config, data
+hash, seed, dtype, device type, scoring-code version).
+
+Two journal modes (``journal``):
+
+- ``wal`` (default): concurrent readers never wait for a writer. WAL needs shared memory between
+  the processes, so every process must run on the same machine: right for local runs.
+- ``delete``: the classic rollback journal with file locks, for memos on a network filesystem
+  written from several nodes (the SLURM profile selects it). Every statement retries on "database
+  is locked" (the busy timeout, plus an outer retry loop for filesystems whose locks report busy
+  without waiting).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
+import time
 from pathlib import Path
 
 from depthprune.io import format_layers
 
 
+JOURNAL_MODES = ("wal", "delete")
+_RETRIES = 30
+
+
 class SqliteMemo:
-    def __init__(self, path: str | Path, config_key: str, description: dict):
+    def __init__(self, path: str | Path, config_key: str, description: dict, journal: str = "wal"):
+        if journal not in JOURNAL_MODES:
+            raise ValueError(f"memo journal mode {journal!r} (option memo_journal): expected one of {', '.join(JOURNAL_MODES)}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.config_key = config_key
+        self.journal = journal
         self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=120000")
-        self._db.execute("CREATE TABLE IF NOT EXISTS configs (config TEXT PRIMARY KEY, description TEXT NOT NULL)")
-        self._db.execute(
+        # Switching away from WAL needs the only connection; a busy file keeps its mode, and the
+        # mode actually in force is what matters for correctness on this filesystem.
+        self._run(f"PRAGMA journal_mode={journal.upper()}")
+        self._run("CREATE TABLE IF NOT EXISTS configs (config TEXT PRIMARY KEY, description TEXT NOT NULL)")
+        self._run(
             "CREATE TABLE IF NOT EXISTS losses (config TEXT NOT NULL, removed TEXT NOT NULL, loss REAL NOT NULL,"
             " accuracy REAL, seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (config, removed))"
         )
-        self._db.execute(
-            "INSERT OR IGNORE INTO configs VALUES (?, ?)", (config_key, json.dumps(description, sort_keys=True))
-        )
+        self._run("INSERT OR IGNORE INTO configs VALUES (?, ?)", (config_key, json.dumps(description, sort_keys=True)))
+
+    def _run(self, sql: str, args: tuple = ()):
+        """Execute with retries on a locked database (network filesystems may not wait on their own)."""
+        delay = 0.05
+        for attempt in range(_RETRIES):
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err) or attempt == _RETRIES - 1:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    @property
+    def journal_mode(self) -> str:
+        return str(self._run("PRAGMA journal_mode")[0][0]).lower()
 
     def get(self, removed: tuple[int, ...]) -> tuple[float, float | None, float] | None:
         """(loss, accuracy, compute seconds when first computed), or None."""
-        row = self._db.execute(
+        rows = self._run(
             "SELECT loss, accuracy, seconds FROM losses WHERE config = ? AND removed = ?", (self.config_key, format_layers(removed))
-        ).fetchone()
-        return None if row is None else (float(row[0]), None if row[1] is None else float(row[1]), float(row[2]))
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return float(row[0]), None if row[1] is None else float(row[1]), float(row[2])
 
-    def put(self, removed: tuple[int, ...], loss: float, accuracy: float | None, seconds: float) -> None:
-        self._db.execute(
-            "INSERT OR IGNORE INTO losses VALUES (?, ?, ?, ?, ?)",
+    def put(self, removed: tuple[int, ...], loss: float, accuracy: float | None, seconds: float,
+            replace: bool = False) -> None:
+        # IGNORE keeps the first computation (its seconds are the set's cost); a recomputed loss
+        # (--recompute, replace=True) supersedes the stored one.
+        verb = "REPLACE" if replace else "IGNORE"
+        self._run(
+            f"INSERT OR {verb} INTO losses VALUES (?, ?, ?, ?, ?)",
             (self.config_key, format_layers(removed), loss, accuracy, seconds),
         )
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM losses WHERE config = ?", (self.config_key,)).fetchone()[0]
+        return self._run("SELECT COUNT(*) FROM losses WHERE config = ?", (self.config_key,))[0][0]
 
     def close(self) -> None:
         self._db.close()

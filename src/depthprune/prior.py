@@ -46,9 +46,10 @@ def compute_prior(evaluator) -> dict:
 
 
 def run(args) -> int:
-    from depthprune.cli_common import build_evaluator
+    from depthprune.cli_common import build_evaluator, check_calibration_inputs
 
-    evaluator = build_evaluator(args)
+    samples = check_calibration_inputs(args)  # bad data or options fail here, before the model load
+    evaluator = build_evaluator(args, samples=samples)
     prior = compute_prior(evaluator)
     atomic_write_json(args.out, prior)
     ranking = prior["ranking"]

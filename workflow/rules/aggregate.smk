@@ -20,6 +20,6 @@ rule aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     shell:
-        "depthprune --log-file {log} aggregate"
-        " --selections {input.selections} --metrics {input.metrics}"
-        " --out {params.out_dir}"
+        "depthprune --log-file {log:q} aggregate"
+        " --selections {input.selections:q} --metrics {input.metrics:q}"
+        " --out {params.out_dir:q}"

@@ -178,6 +178,53 @@ def data_args():
     return join_args([("--data-dir", config["data_dir"])])
 
 
+class _FormattedLater:
+    """A value formatted into a rule's shell command when the job runs, but not a `params:` entry.
+
+    Snakemake reruns a job whose params changed. Where the offline mirror lies (`data_dir`) is no
+    such change: what a result depends on is the data's content, whose hash is in the memo and
+    evaluation-cache keys. So `--data-dir` reaches the commands as `{DATA_DIR_ARGS}` (a workflow
+    global, formatted per job) and running with another `data_dir`, or none, plans nothing new.
+    """
+
+    def __init__(self, function):
+        self.function = function
+
+    def __format__(self, spec):
+        return self.function()
+
+    __str__ = lambda self: self.function()
+
+
+DATA_DIR_ARGS = _FormattedLater(data_args)
+
+
+class _RecomputeFlags:
+    """`{RECOMPUTE[rule]}` in a shell command: `--recompute` when Snakemake was asked to force that
+    rule (`--forcerun rule`, `--forceall`), so a forced rerun computes again instead of reading the
+    job's own cache (memo, evaluation cache, BO study), which is not a Snakemake output. Not a
+    param, so it triggers no rerun by itself. Jobs submitted to a cluster executor are re-planned
+    by a Snakemake process on the node that does not see the flag: there, run with
+    DEPTHPRUNE_RECOMPUTE=1 in the environment (the CLI reads it) as well."""
+
+    def __getitem__(self, rule):
+        settings = workflow.dag_settings
+        forced = bool(getattr(settings, "forceall", False)) or rule in set(
+            getattr(settings, "forcerun", None) or ()
+        )
+        return "--recompute" if forced else ""
+
+
+RECOMPUTE = _RecomputeFlags()
+
+# The memo's SQLite journal (wal on one machine, delete on a network filesystem shared by several
+# nodes; the SLURM profile selects delete). How the memo is written changes no result, so it is not
+# a param either: switching profiles reruns nothing.
+MEMO_JOURNAL_ARGS = _FormattedLater(
+    lambda: join_args([("--memo-journal", config["evaluator"].get("memo_journal", "wal"))])
+)
+
+
 def calibration_args(wildcards):
     """Calibration options: identical for the prior and every search of a (model, calibration), so
     they share the memo. Only the options of this calibration's objective are passed, so changing
@@ -193,7 +240,7 @@ def calibration_args(wildcards):
     ]
     if kind == "tlm":
         pairs.append(("--tlm-format", sizes["format"]))
-    return f"{join_args(pairs)} {data_args()}".strip()
+    return join_args(pairs)  # --data-dir comes through {DATA_DIR_ARGS}, not params
 
 
 def evaluator_args(wildcards):
@@ -239,7 +286,7 @@ def evaluation_args(wildcards):
         f"--headline-metric {shlex.quote(f'{benchmark}={metric}')}"
         for benchmark, metric in sorted(options["headline_metrics"].items())
     )
-    return " ".join(part for part in (join_args(pairs), headline, data_args()) if part)
+    return " ".join(part for part in (join_args(pairs), headline) if part)  # + {DATA_DIR_ARGS}
 
 
 def figure_outputs():

@@ -32,9 +32,9 @@ rule evaluate_selection:
         model=model_args,
         evaluation=evaluation_args,
     shell:
-        "depthprune --log-file {log} evaluate {params.model}"
-        " --selection {input.selection} {params.evaluation}"
-        " --out-metrics {output.metrics} --out-raw {output.raw}"
+        "depthprune --log-file {log:q} evaluate {RECOMPUTE[evaluate_selection]} {params.model}"
+        " --selection {input.selection:q} {params.evaluation} {DATA_DIR_ARGS}"
+        " --out-metrics {output.metrics:q} --out-raw {output.raw:q}"
 
 
 # The dense model: no --selection and no --removed (labels: calibration none, algorithm dense).
@@ -58,6 +58,6 @@ rule evaluate_dense:
         model=model_args,
         evaluation=evaluation_args,
     shell:
-        "depthprune --log-file {log} evaluate {params.model}"
-        " {params.evaluation}"
-        " --out-metrics {output.metrics} --out-raw {output.raw}"
+        "depthprune --log-file {log:q} evaluate {RECOMPUTE[evaluate_dense]} {params.model}"
+        " {params.evaluation} {DATA_DIR_ARGS}"
+        " --out-metrics {output.metrics:q} --out-raw {output.raw:q}"

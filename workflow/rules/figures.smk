@@ -18,8 +18,8 @@ rule render:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
         out_dir=lambda wildcards, output: os.path.dirname(output.figure1_png),
     shell:
-        "depthprune --log-file {log} render"
-        " --aggregate {params.aggregate_dir} --out {params.out_dir}"
+        "depthprune --log-file {log:q} render"
+        " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q}"
 
 
 rule figures:

@@ -18,4 +18,4 @@ rule prepare_model:
     params:
         model=prepare_model_args,
     shell:
-        "depthprune --log-file {log} prepare-model {params.model} --out {output}"
+        "depthprune --log-file {log:q} prepare-model {params.model} --out {output:q}"

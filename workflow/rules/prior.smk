@@ -22,6 +22,6 @@ rule prior:
         calibration=calibration_args,
         evaluator=evaluator_args,
     shell:
-        "depthprune --log-file {log} prior"
-        " {params.model} {params.calibration} {params.evaluator}"
-        " --out {output}"
+        "depthprune --log-file {log:q} prior {RECOMPUTE[prior]}"
+        " {params.model} {params.calibration} {DATA_DIR_ARGS} {params.evaluator} {MEMO_JOURNAL_ARGS}"
+        " --out {output:q}"

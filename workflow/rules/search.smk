@@ -34,8 +34,8 @@ rule search:
         calibration=calibration_args,
         evaluator=evaluator_args,
     shell:
-        "depthprune --log-file {log} search"
+        "depthprune --log-file {log:q} search {RECOMPUTE[search]}"
         " --algorithm {wildcards.algorithm} --budget {wildcards.budget}"
-        " --prior {input.prior} --workdir {params.workdir} {params.hyperparameters}"
-        " {params.model} {params.calibration} {params.evaluator}"
-        " --out-selection {output.selection} --out-trace {output.trace}"
+        " --prior {input.prior:q} --workdir {params.workdir:q} {params.hyperparameters}"
+        " {params.model} {params.calibration} {DATA_DIR_ARGS} {params.evaluator} {MEMO_JOURNAL_ARGS}"
+        " --out-selection {output.selection:q} --out-trace {output.trace:q}"

@@ -24,13 +24,32 @@ C4_POOL = 1000
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:
+    for _, row in read_jsonl_numbered(path):
+        yield row
+
+
+def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict]]:
+    """(1-based line number, row) for every non-blank line; errors name ``file:line``."""
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, 1):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    row = json.loads(line)
                 except json.JSONDecodeError as err:
                     raise ValueError(f"{path}:{line_no}: not valid JSON ({err})") from err
+                if not isinstance(row, dict):
+                    raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+                yield line_no, row
+
+
+def text_field(row: dict, field: str, where: str) -> str:
+    """``row[field]`` as a string, or an error naming the place (``file:line``) and the field."""
+    if field not in row:
+        raise ValueError(f'{where}: missing field "{field}"')
+    value = row[field]
+    if not isinstance(value, str):
+        raise ValueError(f'{where}: field "{field}" must be a string, got {type(value).__name__}')
+    return value
 
 
 def _mirror_file(data_dir: str | Path, relative: str, what: str) -> Path:
@@ -53,33 +72,44 @@ def _hub_error(what: str, dataset_id: str, err: Exception) -> FileNotFoundError:
 def load_c4_documents(data_dir: str | Path | None, dataset_id: str = DEFAULT_C4_DATASET, pool: int = C4_POOL) -> list[str]:
     """The leading ``pool`` documents of the C4 en training split."""
     if data_dir is not None:
-        texts = [row["text"] for row in read_jsonl(_mirror_file(data_dir, "c4/train.jsonl", "C4 train"))]
+        path = _mirror_file(data_dir, "c4/train.jsonl", "C4 train")
+        texts = [text_field(row, "text", f"{path}:{line}") for line, row in read_jsonl_numbered(path)]
         return texts[:pool]
     try:
         from datasets import load_dataset
 
         stream = load_dataset(dataset_id, data_files={"train": C4_TRAIN_FILE}, split="train", streaming=True)
-        return [row["text"] for _, row in zip(range(pool), stream)]
+        rows = [dict(row) for _, row in zip(range(pool), stream)]
     except Exception as err:  # network, auth, missing file: all mean "not reachable"
         raise _hub_error("C4 train", dataset_id, err) from err
+    return [text_field(row, "text", f"{dataset_id} row {i + 1}") for i, row in enumerate(rows)]
 
 
 def load_cs170k_rows(data_dir: str | Path | None, dataset_id: str = DEFAULT_CS170K_DATASET) -> list[dict]:
     """Commonsense-170k rows in the LLM-Adapters layout (instruction, input, output, answer)."""
+    return [row for _, row in load_cs170k_rows_located(data_dir, dataset_id)]
+
+
+def load_cs170k_rows_located(
+    data_dir: str | Path | None, dataset_id: str = DEFAULT_CS170K_DATASET
+) -> list[tuple[str, dict]]:
+    """(where, row) pairs: ``where`` names the row in errors (``file:line``, 1-based, or hub row)."""
     if data_dir is not None:
-        return list(read_jsonl(_mirror_file(data_dir, "commonsense_170k/train.jsonl", "Commonsense 170k train")))
+        path = _mirror_file(data_dir, "commonsense_170k/train.jsonl", "Commonsense 170k train")
+        return [(f"{path}:{line}", row) for line, row in read_jsonl_numbered(path)]
     try:
         from datasets import load_dataset
 
-        return [dict(row) for row in load_dataset(dataset_id, split="train")]
+        rows = [dict(row) for row in load_dataset(dataset_id, split="train")]
     except Exception as err:
         raise _hub_error("Commonsense 170k train", dataset_id, err) from err
+    return [(f"{dataset_id} row {i + 1}", row) for i, row in enumerate(rows)]
 
 
 def sample_indices(population: int, n_samples: int, seed: int, what: str) -> list[int]:
     """``n_samples`` distinct indices drawn with ``seed`` (paper §4.4: random training instances)."""
     if n_samples < 1:
-        raise ValueError(f"n_samples must be at least 1 (got {n_samples})")
+        raise ValueError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {n_samples})")
     if n_samples > population:
         raise ValueError(f"n_samples={n_samples} exceeds the {population} {what} available")
     return random.Random(seed).sample(range(population), n_samples)

@@ -196,6 +196,63 @@ def cs170k_text(row: dict) -> str:
     return "\n".join(p for p in parts if p)
 
 
+@dataclass
+class CalibrationSamples:
+    """The sampled calibration data, read and checked before any model is loaded.
+
+    Perplexity objectives: ``texts``. TLM: parsed ``items`` and their (context, continuation)
+    ``requests``. Everything that can be wrong with the data is found here, naming file and line.
+    """
+
+    calibration: str
+    texts: list[str] | None = None
+    items: list[TLMItem] | None = None
+    requests: list[list[tuple[str, str]]] | None = None
+
+
+def load_calibration_samples(
+    calibration: str,
+    data_dir=None,
+    n_samples: int = 64,
+    seed: int = 0,
+    tlm_format: str = "text",
+    c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
+    cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
+) -> CalibrationSamples:
+    """Read, sample and validate the calibration data of ``calibration`` (spec §2); no tokenizer needed."""
+    spec = calibration_spec(calibration)
+    if spec.source == "c4":
+        docs = calib_data.load_c4_documents(data_dir, c4_dataset)
+        picked = [docs[i] for i in calib_data.sample_indices(len(docs), n_samples, seed, "C4 documents")]
+        return CalibrationSamples(calibration, texts=picked)
+    located = calib_data.load_cs170k_rows_located(data_dir, cs170k_dataset)
+    indices = calib_data.sample_indices(len(located), n_samples, seed, "Commonsense 170k rows")
+    if spec.objective == "perplexity":
+        texts = []
+        for i in indices:
+            where, row = located[i]
+            for field_name in ("instruction", "output"):
+                if field_name not in row:
+                    raise ValueError(f'{where}: missing field "{field_name}"')
+            texts.append(cs170k_text(row))
+        return CalibrationSamples(calibration, texts=texts)
+    if tlm_format not in ("text", "labels"):
+        raise ValueError(f"tlm_format {tlm_format!r} (option tlm.format): expected text or labels")
+    items = [parse_item(located[i][1], located[i][0]) for i in indices]
+    if tlm_format == "text":
+        requests = [text_requests(item) for item in items]
+    else:
+        requests = [label_requests(located[i][1], item) for i, item in zip(indices, items)]
+    return CalibrationSamples(calibration, items=items, requests=requests)
+
+
+def check_sizes(seq_len: int, token_budget: int | None = None) -> None:
+    if seq_len < 2:
+        raise ValueError(f"seq_len (option --seq-len / calibration seq_len) must be at least 2 (got {seq_len})")
+    if token_budget is not None and token_budget < seq_len:
+        raise ValueError(f"token_budget ({token_budget}) must be at least seq_len ({seq_len})")
+
+
 def build_objective(
     calibration: str,
     tokenizer,
@@ -207,26 +264,21 @@ def build_objective(
     token_budget: int = 8192,
     c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
+    samples: CalibrationSamples | None = None,
 ) -> Objective:
-    """The calibration objective ``calibration`` on ``n_samples`` seeded samples (spec §2)."""
+    """The calibration objective ``calibration`` on ``n_samples`` seeded samples (spec §2).
+
+    ``samples``: data already read by :func:`load_calibration_samples` (the CLI reads it before
+    loading the model); otherwise it is read here.
+    """
     spec = calibration_spec(calibration)
-    if seq_len < 2:
-        raise ValueError(f"seq_len must be at least 2 (got {seq_len})")
-    if token_budget < seq_len:
-        raise ValueError(f"token_budget ({token_budget}) must be at least seq_len ({seq_len})")
-    if spec.source == "c4":
-        docs = calib_data.load_c4_documents(data_dir, c4_dataset)
-        picked = [docs[i] for i in calib_data.sample_indices(len(docs), n_samples, seed, "C4 documents")]
-        return perplexity_objective(picked, tokenizer, seq_len, token_budget)
-    rows = calib_data.load_cs170k_rows(data_dir, cs170k_dataset)
-    indices = calib_data.sample_indices(len(rows), n_samples, seed, "Commonsense 170k rows")
+    check_sizes(seq_len, token_budget)
+    if samples is None:
+        samples = load_calibration_samples(
+            calibration, data_dir, n_samples, seed, tlm_format, c4_dataset, cs170k_dataset
+        )
+    elif samples.calibration != calibration:
+        raise ValueError(f"calibration samples are for {samples.calibration!r}, not {calibration!r}")
     if spec.objective == "perplexity":
-        return perplexity_objective([cs170k_text(rows[i]) for i in indices], tokenizer, seq_len, token_budget)
-    if tlm_format not in ("text", "labels"):
-        raise ValueError(f"tlm_format {tlm_format!r} (option tlm.format): expected text or labels")
-    items = [parse_item(rows[i], f"Commonsense 170k row {i}") for i in indices]
-    if tlm_format == "text":
-        requests = [text_requests(item) for item in items]
-    else:
-        requests = [label_requests(rows[i], item) for i, item in zip(indices, items)]
-    return tlm_objective(items, requests, tokenizer, seq_len, token_budget)
+        return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget)
+    return tlm_objective(samples.items, samples.requests, tokenizer, seq_len, token_budget)

@@ -26,12 +26,14 @@ class TLMItem:
 
 
 def parse_item(row: dict, where: str = "item") -> TLMItem:
-    """Parse one LLM-Adapters row; ``where`` names it in errors (e.g. ``train.jsonl row 17``)."""
-    try:
-        instruction = row["instruction"].strip()
-        answer = str(row["answer"]).strip().lower()
-    except (KeyError, AttributeError) as err:
-        raise ValueError(f"{where}: expected fields instruction and answer ({err})") from err
+    """Parse one LLM-Adapters row; ``where`` names it in errors (e.g. ``train.jsonl:17``, 1-based)."""
+    for field_name in ("instruction", "answer"):
+        if field_name not in row:
+            raise ValueError(f'{where}: missing field "{field_name}"')
+    if not isinstance(row["instruction"], str):
+        raise ValueError(f'{where}: field "instruction" must be a string')
+    instruction = row["instruction"].strip()
+    answer = str(row["answer"]).strip().lower()
     match = _FORMAT.search(instruction)
     if not match:
         raise ValueError(f"{where}: no 'Answer format: a/b/...' line in the instruction")

@@ -40,10 +40,15 @@ def default_headline(benchmark: str) -> str:
 
 
 def parse_benchmarks(text: str | None) -> tuple[str, ...]:
-    """``"wikitext2,piqa"`` -> validated tuple in canonical order; None/"" -> all nine."""
-    if not text:
+    """``"wikitext2,piqa"`` -> validated tuple in canonical order; None (option not given) -> all nine.
+
+    An empty list (``--tasks ""``) is an error, not "all": it is almost always a bad variable.
+    """
+    if text is None:
         return BENCHMARKS
     names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError(f"--tasks {text!r}: no benchmark named; choose from {', '.join(BENCHMARKS)} (omit --tasks for all)")
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         raise ValueError(f"--tasks: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")

@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -84,11 +85,28 @@ class EvalCache:
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
-        """Exclusive lock on one key across processes (held while that entry is being computed)."""
+        """Exclusive lock on one key across processes (held while that entry is being computed).
+
+        The lock file is deleted by its holder before release, on success and on failure, so none
+        is left behind; one left by a killed job is taken over and deleted by the next. A waiter
+        that wakes up on a file already deleted (its inode no longer at the path) starts over.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / f"{key}.lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        path = self.root / f"{key}.lock"
+        while True:
+            fh = open(path, "a+")
             try:
-                yield
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                try:
+                    same = os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    continue  # the previous holder deleted this file: lock the new one
+                try:
+                    yield
+                finally:
+                    path.unlink(missing_ok=True)
+                return
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                fh.close()  # closing releases the flock

@@ -36,6 +36,9 @@ def register(subparsers) -> None:
     out = parser.add_argument_group("outputs")
     out.add_argument("--cache-dir", help="evaluation cache (default: results/<model>/eval_cache)")
     out.add_argument("--no-eval-cache", action="store_true", help="neither read nor write the evaluation cache")
+    from depthprune.cli_common import add_recompute_arg
+
+    add_recompute_arg(out)
     out.add_argument("--out-metrics", help="tidy metrics CSV to write (atomically)")
     out.add_argument("--out-raw", help="raw lm-eval results JSON to write (atomically)")
     parser.set_defaults(func=main)
@@ -79,14 +82,19 @@ def settings_from_args(args) -> EvalSettings:
 
 
 def model_identity(args) -> dict:
-    """What stands for the model in the evaluation cache key (nothing is loaded)."""
-    from depthprune.models.loading import resolve_device, resolve_dtype
+    """What stands for the model in the evaluation cache key (nothing is loaded): the content
+    fingerprint of its files, never its path, plus the resolved dtype, the device type and the
+    scoring-code version."""
+    from depthprune.models.loading import model_fingerprint, resolve_device, resolve_dtype, resolve_local
+    from depthprune.versions import SCORING_VERSION
 
     device = resolve_device(args.device)
-    spec = args.model
-    if Path(spec).exists():  # a local folder: the same checkpoint whatever the working directory
-        spec = str(Path(spec).resolve())
-    return {"spec": spec, "dtype": str(resolve_dtype(args.dtype, device)).removeprefix("torch."), "device": device.type}
+    return {
+        "fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
+        "dtype": str(resolve_dtype(args.dtype, device)).removeprefix("torch."),
+        "device": device.type,
+        "scoring_version": SCORING_VERSION,
+    }
 
 
 def removed_and_labels(args, model_name: str):
@@ -127,6 +135,7 @@ def main(args) -> int:
         settings=settings,
         load=lambda: load_model_from_args(args),
         cache=cache,
+        read_cache=not args.recompute,
     )
     frame = write_outputs(evaluation, labels, settings, args.out_metrics, args.out_raw)
     seconds = time.perf_counter() - start

@@ -157,11 +157,13 @@ def evaluate_removed(
     settings: EvalSettings,
     load: Callable[[], object],
     cache: EvalCache | None = None,
+    read_cache: bool = True,
 ) -> Evaluation:
     """Evaluate the model (``load()`` -> LoadedModel) without blocks ``removed``, through the cache.
 
-    ``model_identity`` (spec, resolved dtype and device) stands for the model in the cache key.
-    On a hit nothing is loaded.
+    ``model_identity`` (content fingerprint, resolved dtype, device, scoring version) stands for
+    the model in the cache key. On a hit nothing is loaded. ``read_cache=False`` (--recompute):
+    evaluate again and replace the cached entry.
     """
     removed = tuple(sorted(int(i) for i in removed))
     check_data(settings)
@@ -170,7 +172,7 @@ def evaluate_removed(
     if cache is None:
         return _compute(load, removed, settings, key, payload)
     with cache.lock(key):
-        entry = cache.get(key)
+        entry = cache.get(key) if read_cache else None
         if entry is not None:
             log.info("evaluation cache hit %s (removed %r)", key[:12], format_layers(removed))
             return Evaluation(

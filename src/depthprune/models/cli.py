@@ -28,9 +28,9 @@ def run_prepare(args) -> int:
     from transformers import AutoConfig
 
     from depthprune.io import atomic_write_json
-    from depthprune.models.loading import materialise
+    from depthprune.models.loading import resolve_local
 
-    path = materialise(args.model, args.model_cache_dir)
+    path = resolve_local(args.model, args.model_cache_dir)  # a clear error at once if offline
     if not Path(path).exists():  # a hub id: fetch it once so parallel jobs do not race to download
         from huggingface_hub import snapshot_download
 
@@ -50,12 +50,13 @@ def run_prepare(args) -> int:
 
 def run_export(args) -> int:
     from depthprune.cli_common import load_model_from_args
-    from depthprune.models.pruning import export_pruned, remove_blocks
+    from depthprune.models.pruning import check_export_target, export_pruned, remove_blocks
 
     removed = removed_from_args(args)
+    check_export_target(args.out, args.overwrite)  # before the model load, not after
     loaded = load_model_from_args(args)
     remove_blocks(loaded.model, removed)
-    export_pruned(loaded.model, loaded.tokenizer, args.out)
+    export_pruned(loaded.model, loaded.tokenizer, args.out, overwrite=args.overwrite)
     print(f"exported {loaded.name} without blocks [{format_layers(removed)}] to {args.out}")
     return 0
 
@@ -73,5 +74,8 @@ def register(subparsers) -> None:
     add_model_args(export)
     export.add_argument("--selection", help="selection.json whose removed set to apply")
     export.add_argument("--removed", help="removed layers, e.g. '3 5 7' (alternative to --selection)")
-    export.add_argument("--out", required=True, help="output folder")
+    export.add_argument("--out", required=True,
+                        help="output folder: new, empty or a previous export (replaced atomically)")
+    export.add_argument("--overwrite", action="store_true",
+                        help="replace --out even if it is not a previous export (never the current folder)")
     export.set_defaults(func=run_export)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from depthprune.io import atomic_dir
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,18 @@ class LoadedModel:
     tokenizer: object
     spec: str
     name: str
-    path: str  # the folder actually loaded (after conversion); part of the memo key
+    path: str  # the folder actually loaded (after conversion, or the hub snapshot)
+    _fingerprint: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Content fingerprint of the weights (models/fingerprint.py): what caches key on, never the path."""
+        if self._fingerprint is None:
+            if Path(self.path).is_dir() or is_hub_id(self.path):
+                self._fingerprint = model_fingerprint(self.path)
+            else:  # built in memory (library use, tests): hash the weights themselves
+                self._fingerprint = tensor_fingerprint(self.model)
+        return self._fingerprint
 
     @property
     def device(self) -> torch.device:
@@ -95,15 +108,10 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
         family, n_layers = parse_tiny_spec(spec)
         target = cache_dir / f"tiny-{family}-{n_layers}"
         if not (target / _READY).exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-            try:
+            _discard_unfinished(target)
+            with atomic_dir(target) as tmp:
                 make_tiny_model(tmp, family=family, n_layers=n_layers, tokenizer_cache_dir=cache_dir)
                 (tmp / _READY).touch()
-                _publish(tmp, target)
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp)
         return str(target)
     return spec  # hub id or local folder
 
@@ -114,9 +122,8 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.info("converting %s to safetensors in %s (once)", gguf, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    _discard_unfinished(target)
+    with atomic_dir(target) as tmp:
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model.hf_quantizer = None
@@ -125,24 +132,107 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / _READY).write_text(str(gguf) + "\n")
-        _publish(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return target
 
 
-def _publish(tmp: Path, target: Path) -> None:
-    """Move a finished folder into place; a concurrent job that got there first wins."""
-    if (target / _READY).exists():
-        return
-    if target.exists():
-        shutil.rmtree(target)  # an interrupted earlier conversion (no marker)
+def _discard_unfinished(target: Path) -> None:
+    """A cache folder without the ready marker is the remains of an old interrupted conversion
+    (the folder is only ever created complete, by ``atomic_dir``); it is ours to delete."""
+    if target.is_dir() and not (target / _READY).exists():
+        shutil.rmtree(target)
+
+
+# owner/name as on the Hugging Face hub; names may hold dots (meta-llama/Llama-3.1-8B).
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def is_hub_id(spec: str) -> bool:
+    """A spec that is not an existing path and looks like ``owner/name`` is a hub id."""
+    return bool(_HUB_ID.match(spec)) and not Path(spec).exists() and ".." not in spec
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One quick TCP connection to the hub's endpoint (instead of the client's retries for 25 s+)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
     try:
-        tmp.rename(target)
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        return True
     except OSError:
-        if not (target / _READY).exists():
-            raise
+        return False
+
+
+def local_snapshot(repo_id: str) -> str | None:
+    """The folder of ``repo_id`` in the local Hugging Face cache, or None if it was never downloaded."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # not cached (the client raises several kinds)
+        return None
+    return folder if Path(folder, "config.json").is_file() else None
+
+
+def resolve_local(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
+    """A folder to load ``spec`` from, or a hub id the hub can serve now; a clear error otherwise.
+
+    Checked before anything expensive: a missing folder or an unreachable hub fails at once.
+    """
+    path = materialise(spec, cache_dir)
+    if Path(path).exists():
+        return path
+    if not is_hub_id(path):
+        raise FileNotFoundError(
+            f"model {spec!r}: folder not found (a hub id has the form owner/name, e.g. meta-llama/Llama-3.1-8B)"
+        )
+    snapshot = local_snapshot(path)
+    if snapshot is not None:
+        return snapshot
+    if hub_offline():
+        raise FileNotFoundError(
+            f"model {spec!r}: Hugging Face hub id not reachable: offline mode (HF_HUB_OFFLINE=1) and not in the "
+            f"local Hugging Face cache; download it where the hub is reachable (huggingface-cli download {path}) "
+            "or give a local folder"
+        )
+    if not hub_reachable():
+        from huggingface_hub import constants
+
+        raise FileNotFoundError(
+            f"model {spec!r}: Hugging Face hub id not reachable: no connection to {constants.ENDPOINT} and not in "
+            "the local Hugging Face cache; download it where the hub is reachable or give a local folder"
+        )
+    return path  # from_pretrained downloads it
+
+
+def tensor_fingerprint(model: torch.nn.Module) -> str:
+    """SHA-256 (20 hex chars) over a model's config and weights, for models that have no files."""
+    import hashlib
+
+    digest = hashlib.sha256(model.config.to_json_string(use_diff=False).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:20]
+
+
+def model_fingerprint(path: str) -> str:
+    """Content fingerprint of a model folder, or of a hub id's cached snapshot."""
+    from depthprune.models.fingerprint import folder_fingerprint
+
+    if not Path(path).is_dir():
+        snapshot = local_snapshot(path) if is_hub_id(path) else None
+        if snapshot is None:
+            raise FileNotFoundError(f"model {path!r}: no local files to fingerprint")
+        path = snapshot
+    return folder_fingerprint(path)
 
 
 def load_model(
@@ -159,10 +249,7 @@ def load_model(
 
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
-    path = materialise(spec, cache_dir)
-    local = Path(path).exists()
-    if not local and (spec.startswith((".", "/")) or Path(spec).suffix):
-        raise FileNotFoundError(f"model {spec!r}: folder not found")
+    path = resolve_local(spec, cache_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
@@ -174,4 +261,6 @@ def load_model(
         tokenizer.pad_token = tokenizer.eos_token
     model.to(torch_device).eval()
     model.config.use_cache = False
+    if not Path(path).exists():  # downloaded just now: key on the snapshot's files
+        path = local_snapshot(path) or path
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, name=name or default_name(spec), path=str(path))

@@ -66,18 +66,44 @@ def _original_indices(already_removed, original_depth: int) -> list[int]:
     return [i for i in range(original_depth) if i not in gone]
 
 
-def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path) -> Path:
+EXPORT_MARKER = "depthprune.json"  # written into every export; marks a folder export may replace
+
+
+def check_export_target(out_dir: str | Path, overwrite: bool = False) -> Path:
+    """Refuse to replace anything ``export`` did not create (checked before any model is loaded).
+
+    An empty or missing folder is fine; so is a previous export (it holds ``depthprune.json``). Any
+    other existing path needs ``--overwrite``; the current folder or one of its parents never.
+    """
+    out_dir = Path(out_dir)
+    resolved = out_dir.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents or resolved == Path(resolved.anchor):
+        raise ValueError(f"--out {out_dir}: refusing to export over the current folder or one of its parents")
+    if not (out_dir.exists() or out_dir.is_symlink()):
+        return out_dir
+    if not out_dir.is_dir():
+        if overwrite:
+            return out_dir
+        raise ValueError(f"--out {out_dir}: exists and is not a folder; pass --overwrite to replace it")
+    if overwrite or not any(out_dir.iterdir()) or (out_dir / EXPORT_MARKER).is_file():
+        return out_dir
+    raise ValueError(
+        f"--out {out_dir}: folder exists, is not empty and is not a previous export (no {EXPORT_MARKER}); "
+        "choose another folder or pass --overwrite to replace it"
+    )
+
+
+def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path, overwrite: bool = False) -> Path:
     """Save weights, config and tokenizer so ``AutoModelForCausalLM.from_pretrained(out_dir)`` loads it.
 
-    Written to a temporary sibling folder and renamed, so a crash never leaves half a checkpoint.
+    Written to a temporary sibling folder and swapped into place (``io.atomic_dir``), so a crash
+    never leaves half a checkpoint and the old export stays until the new one is complete.
     """
-    import shutil
-    import tempfile
+    from depthprune.io import atomic_dir
 
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    out_dir = check_export_target(out_dir, overwrite)
+    with atomic_dir(out_dir, replace=True) as tmp:
         # A model loaded from GGUF carries a quantizer and quantization_config that describe the
         # GGUF file, not these (dequantised) weights; saving them would make the checkpoint unloadable.
         if getattr(model, "hf_quantizer", None) is not None:
@@ -87,13 +113,7 @@ def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path) -> Path:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         atomic_write_json(
-            tmp / "depthprune.json",
+            tmp / EXPORT_MARKER,
             {"removed_layers": list(getattr(model.config, "depthprune_removed_layers", []) or [])},
         )
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return out_dir

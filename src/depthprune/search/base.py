@@ -222,6 +222,40 @@ class SearchProblem:
         return weights / weights.sum()
 
 
+@dataclass(frozen=True)
+class Range:
+    """Valid values of a numeric hyper-parameter, declared next to its default.
+
+    ``resolve_params`` (CLI, before any model is loaded) enforces it; the config schema states the
+    same bounds and tests/test_validation.py checks that both agree.
+    """
+
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+
+    def contains(self, value: float) -> bool:
+        if self.minimum is not None and (value <= self.minimum if self.exclusive_minimum else value < self.minimum):
+            return False
+        return self.maximum is None or value <= self.maximum
+
+    def describe(self) -> str:
+        low = "" if self.minimum is None else f"{'>' if self.exclusive_minimum else '>='} {self.minimum:g}"
+        high = "" if self.maximum is None else f"<= {self.maximum:g}"
+        return " and ".join(part for part in (low, high) if part)
+
+    def schema(self) -> dict:
+        out: dict[str, Any] = {}
+        if self.minimum is not None:
+            out["exclusiveMinimum" if self.exclusive_minimum else "minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        return out
+
+
+POSITIVE = Range(minimum=1)
+
+
 class SearchAlgorithm:
     """One subclass per module; ``defaults`` are the paper's hyper-parameters."""
 
@@ -229,6 +263,8 @@ class SearchAlgorithm:
     defaults: ClassVar[dict[str, Any]] = {}
     # Allowed values of string-valued parameters (checked by resolve_params).
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # Valid range of each numeric parameter (checked by resolve_params, mirrored in the schema).
+    ranges: ClassVar[dict[str, Range]] = {}
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         raise NotImplementedError
@@ -253,6 +289,11 @@ class SearchAlgorithm:
                 raise ValueError(
                     f"search algorithm {self.name!r}: parameter {key!r} must be one of "
                     f"{', '.join(self.choices[key])}, got {value!r}"
+                )
+            valid = self.ranges.get(key)
+            if valid is not None and not valid.contains(params[key]):
+                raise ValueError(
+                    f"search algorithm {self.name!r}: parameter {key!r} must be {valid.describe()}, got {value!r}"
                 )
         return params
 

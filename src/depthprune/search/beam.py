@@ -7,13 +7,14 @@ greedy.
 
 from __future__ import annotations
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, normalise_set, record_key
 from depthprune.search.greedy import extend
 
 
 class Beam(SearchAlgorithm):
     name = "beam"
     defaults = {"beam_width": 5}
+    ranges = {"beam_width": POSITIVE}
 
     def uses_prior(self, params: dict) -> bool:
         return False  # its first step evaluates the single-layer sets itself (memo hits, charged as such)

@@ -35,7 +35,7 @@ from optuna.samplers import BaseSampler, TPESampler
 from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, normalise_set
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ class BayesianOptimisation(SearchAlgorithm):
         "multivariate": True,
         "n_ei_candidates": 24,
     }
+    ranges = {"n_trials": POSITIVE, "n_startup_trials": POSITIVE, "n_ei_candidates": POSITIVE}
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["n_trials"] < 1:
@@ -149,17 +150,23 @@ class TrialSeededTPESampler(BaseSampler):
 def study_name(problem: SearchProblem, params: dict) -> str:
     """Identifies the search, so that a workdir reused for another search starts a new study.
 
-    ``n_trials`` is left out on purpose: raising it continues the same study.
+    Every setting the result depends on is in it: the evaluator's key (model content fingerprint,
+    resolved dtype, calibration data and settings, scoring-code version), the budget, seed, protected
+    layers, prior, ``n_trials`` and the sampler settings. A changed ``n_trials`` therefore starts a
+    fresh study instead of reusing trials a fresh run with that ``n_trials`` would not have made.
     """
+    describe = getattr(problem.evaluator, "describe", None)
+    evaluator = describe() if callable(describe) else {}
     fingerprint = {
+        "evaluator": {k: v for k, v in evaluator.items() if k not in ("model", "model_path")},
         "budget": problem.budget,
         "seed": problem.seed,
         "n_layers": problem.n_layers,
         "protected": sorted(problem.protected),
         "prior": [round(float(s), 10) for s in np.nan_to_num(problem.prior, nan=-1.0)],
-        "params": {k: v for k, v in sorted(params.items()) if k != "n_trials"},
+        "params": dict(sorted(params.items())),
     }
-    digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return f"bo-M{problem.budget}-seed{problem.seed}-{digest}"
 
 

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, normalise_set, record_key
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,14 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
         "sa_restarts": 16,
         "sa_steps": 20_000,
         "sa_final_temperature_ratio": 1e-3,
+    }
+    ranges = {
+        "exact_limit": POSITIVE,
+        "rerank": POSITIVE,
+        "chunk_size": POSITIVE,
+        "sa_restarts": POSITIVE,
+        "sa_steps": POSITIVE,
+        "sa_final_temperature_ratio": Range(0, 1, exclusive_minimum=True),
     }
     choices = {"coefficients": ("gradient", "ablation")}
 

@@ -14,6 +14,7 @@ from depthprune.cli_common import (
     add_evaluator_args,
     add_model_args,
     build_evaluator,
+    check_calibration_inputs,
     load_model_from_args,
 )
 from depthprune.io import format_layers, parse_layers, read_json
@@ -92,15 +93,66 @@ def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
     return prior
 
 
+def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What the prior's ``evaluator`` record must say for this search, known without loading the model."""
+    from depthprune.calibration.specs import CALIBRATIONS
+    from depthprune.models.loading import model_fingerprint, resolve_device, resolve_dtype, resolve_local
+    from depthprune.versions import SCORING_VERSION
+
+    dtype = resolve_dtype(args.dtype, resolve_device(args.device))
+    return {
+        "model_fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
+        "calibration": args.calibration,
+        "n_samples": args.n_samples,
+        "seq_len": args.seq_len,
+        "seed": args.seed,
+        "tlm_format": args.tlm_format if CALIBRATIONS[args.calibration].objective == "tlm" else None,
+        "dtype": str(dtype).removeprefix("torch."),
+        "protected": list(parse_layers(args.protected)),
+        "scoring_version": SCORING_VERSION,
+    }
+
+
+def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Refuse a prior computed under other settings than the search's own, naming the field."""
+    recorded = prior.get("evaluator") or {}
+    for field, want in expected.items():
+        if field not in recorded:
+            raise ValueError(
+                f"{path}: the prior does not record {field!r} (written by an older depthprune); "
+                "recompute it with `depthprune prior`"
+            )
+        have = recorded[field]
+        if field == "protected":
+            have = sorted(int(i) for i in have)
+        if have != want:
+            raise ValueError(
+                f"{path}: prior computed with {field}={have!r}, this search uses {field}={want!r}; "
+                "recompute the prior with the search's settings"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
-    # Cheap checks first: a typo in --param must not cost a model load.
+    # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
     prior = load_prior(args.prior, args.calibration)
     n_layers = prior.get("n_layers", len(prior["scores"]))
     validate_budget(args.budget, n_layers, parse_layers(args.protected))
+    check_prior(args.prior, prior, expected_prior_settings(args))
+    samples = check_calibration_inputs(args)
+    if args.recompute:
+        import shutil
+
+        shutil.rmtree(args.workdir, ignore_errors=True)  # the BO study: this search's own cache
     loaded = load_model_from_args(args)
-    evaluator = build_evaluator(args, loaded)
+    evaluator = build_evaluator(args, loaded, samples=samples)
     validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
+    recorded_data = (prior.get("evaluator") or {}).get("data_hash")
+    if recorded_data is not None and recorded_data != evaluator.describe()["data_hash"]:
+        raise ValueError(
+            f"{args.prior}: prior computed on other calibration data (data_hash={recorded_data!r}, this search: "
+            f"{evaluator.describe()['data_hash']!r}); recompute the prior"
+        )
     result = run_search(
         evaluator,
         args.algorithm,

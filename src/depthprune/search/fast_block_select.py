@@ -28,7 +28,7 @@ import logging
 
 import numpy as np
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, loss_key, normalise_set, record_key
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, loss_key, normalise_set, record_key
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class FastBlockSelect(SearchAlgorithm):
     name = "fast_block_select"
     defaults = {"max_iters": 10, "top_k": 8, "group_score": "per_layer"}
     choices = {"group_score": ("per_layer", "sum")}
+    ranges = {"max_iters": POSITIVE, "top_k": POSITIVE}
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["top_k"] < 1 or params["max_iters"] < 1:

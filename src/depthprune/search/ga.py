@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, loss_key, normalise_set
+from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, loss_key, normalise_set
 
 # How often to redraw an initial individual that duplicates one already in the population.
 _MAX_REDRAWS = 50
@@ -33,6 +33,13 @@ class GeneticAlgorithm(SearchAlgorithm):
         "mutation": 0.15,
         "generations": 10,
         "tournament": 2,
+    }
+    ranges = {
+        "population": Range(minimum=2),
+        "elitism": Range(0, 1),
+        "mutation": Range(0, 1),
+        "generations": POSITIVE,
+        "tournament": POSITIVE,
     }
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:

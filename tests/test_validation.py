@@ -1,0 +1,145 @@
+"""Inputs are checked before the expensive step (any model load), with file, 1-based line and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from depthprune.cli import main
+from depthprune.search import ALGORITHMS, get_algorithm
+from depthprune.search.cli import check_prior
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Any model load fails the test: the error must come before it."""
+    import depthprune.models.loading as loading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the input was checked")
+
+    monkeypatch.setattr(loading, "load_model", refuse)
+
+
+def _mirror(tmp_path, data_dir, c4_rows=None, cs_rows=None) -> Path:
+    mirror = tmp_path / "mirror"
+    for name, rows in (("c4", c4_rows), ("commonsense_170k", cs_rows)):
+        (mirror / name).mkdir(parents=True)
+        source = data_dir / name / "train.jsonl"
+        lines = source.read_text().splitlines()[:20] if rows is None else rows
+        (mirror / name / "train.jsonl").write_text("\n".join(lines) + "\n")
+    return mirror
+
+
+def _prior_argv(model, mirror, tmp_path, calibration="ppl_c4", *extra):
+    return ["prior", "--model", str(model), "--calibration", calibration, "--data-dir", str(mirror),
+            "--n-samples", "20", "--seq-len", "16", "--device", "cpu", "--out", str(tmp_path / "p.json"), *extra]
+
+
+def test_c4_row_without_text_names_file_line_and_field(tiny_model_dir, data_dir, tmp_path, capsys, no_model_load):
+    rows = (data_dir / "c4" / "train.jsonl").read_text().splitlines()[:20]
+    rows[4] = json.dumps({"timestamp": "2019"})
+    mirror = _mirror(tmp_path, data_dir, c4_rows=rows)
+    assert main(_prior_argv(tiny_model_dir, mirror, tmp_path)) == 2
+    assert 'c4/train.jsonl:5: missing field "text"' in capsys.readouterr().err
+
+
+def test_commonsense_rows_are_numbered_from_one(tiny_model_dir, data_dir, tmp_path, capsys, no_model_load):
+    rows = (data_dir / "commonsense_170k" / "train.jsonl").read_text().splitlines()[:20]
+    rows[0] = json.dumps({"instruction": "no answer here"})
+    mirror = _mirror(tmp_path, data_dir, cs_rows=rows)
+    assert main(_prior_argv(tiny_model_dir, mirror, tmp_path, "tlm_cs170k")) == 2
+    assert 'commonsense_170k/train.jsonl:1: missing field "answer"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--protected", "8"], "protected_layers [8]"),
+        (["--n-samples", "0"], "n_samples"),
+        (["--seq-len", "1"], "seq_len"),
+    ],
+)
+def test_prior_options_fail_before_the_model_load(extra, message, tiny_model_dir, data_dir, tmp_path, capsys,
+                                                  no_model_load):  # fmt: skip
+    mirror = _mirror(tmp_path, data_dir)
+    assert main([*_prior_argv(tiny_model_dir, mirror, tmp_path), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("mutation=5", "'mutation' must be >= 0 and <= 1"),
+        ("beam_width=0", "'beam_width' must be >= 1"),
+        ("population=1", "'population' must be >= 2"),
+    ],
+)
+def test_hyperparameter_ranges_on_the_cli(param, message, tiny_model_dir, tmp_path, capsys, no_model_load):
+    algorithm = "beam" if param.startswith("beam") else "ga"
+    prior = tmp_path / "prior.json"
+    prior.write_text(json.dumps({"calibration": "ppl_c4", "n_layers": 8, "scores": [1.0] * 8}))
+    argv = ["search", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--algorithm", algorithm,
+            "--budget", "2", "--prior", str(prior), "--workdir", str(tmp_path / "w"), "--param", param,
+            "--out-selection", str(tmp_path / "s.json"), "--out-trace", str(tmp_path / "t.csv")]  # fmt: skip
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_schema_states_the_ranges_each_algorithm_declares():
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    defs = schema["$defs"]
+    params = schema["properties"]["search_params"]["properties"]
+    for name in ALGORITHMS:
+        algorithm = get_algorithm(name)
+        declared = params[name].get("properties", {})
+        assert set(declared) == set(algorithm.defaults), name
+        for key, valid in algorithm.ranges.items():
+            entry = declared[key]
+            if "$ref" in entry:
+                entry = defs[entry["$ref"].split("/")[-1]]
+            bounds = {k: v for k, v in entry.items() if k in ("minimum", "maximum", "exclusiveMinimum")}
+            assert bounds == valid.schema(), (name, key, bounds, valid.schema())
+        numeric = {k for k, v in algorithm.defaults.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        assert numeric <= set(algorithm.ranges), (name, numeric - set(algorithm.ranges))
+
+
+def test_empty_tasks_is_an_error(tiny_model_dir, tmp_path, capsys, no_model_load):
+    assert main(["evaluate", "--model", str(tiny_model_dir), "--tasks", "", "--out-metrics", str(tmp_path / "m.csv")]) == 2
+    assert "--tasks '': no benchmark named" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- prior checks
+
+EXPECTED = {"model_fingerprint": "abc", "calibration": "ppl_c4", "n_samples": 4, "seq_len": 32, "seed": 0,
+            "tlm_format": None, "dtype": "float32", "protected": [], "scoring_version": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "field, other",
+    [("model_fingerprint", "def"), ("calibration", "ppl_cs170k"), ("n_samples", 8), ("seq_len", 64), ("seed", 1),
+     ("dtype", "bfloat16"), ("protected", [0])],
+)  # fmt: skip
+def test_search_refuses_a_prior_computed_otherwise(field, other):
+    prior = {"scores": [1.0] * 8, "evaluator": {**EXPECTED, field: other}}
+    with pytest.raises(ValueError, match=f"prior computed with {field}="):
+        check_prior("prior.json", prior, EXPECTED)
+    check_prior("prior.json", {"scores": [1.0] * 8, "evaluator": dict(EXPECTED)}, EXPECTED)
+
+
+def test_search_cli_refuses_another_models_prior_before_loading(tiny_model_dir, data_dir, tmp_path, capsys,
+                                                               no_model_load):  # fmt: skip
+    prior = tmp_path / "prior.json"
+    prior.write_text(json.dumps({"calibration": "ppl_c4", "n_layers": 8, "scores": [1.0] * 8,
+                                 "evaluator": {**EXPECTED, "model_fingerprint": "from-another-model"}}))
+    argv = ["search", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--algorithm", "greedy",
+            "--budget", "2", "--prior", str(prior), "--workdir", str(tmp_path / "w"), "--data-dir", str(data_dir),
+            "--n-samples", "4", "--seq-len", "32", "--device", "cpu", "--dtype", "float32",
+            "--out-selection", str(tmp_path / "s.json"), "--out-trace", str(tmp_path / "t.csv")]  # fmt: skip
+    assert main(argv) == 2
+    assert "prior computed with model_fingerprint='from-another-model'" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""SCORING_VERSION must be bumped whenever the code that decides a score changes.
+
+Every cache key (memo, evaluation cache, prior check, BO study) holds SCORING_VERSION, so a fix to
+the scoring code invalidates the numbers the old code cached, but only if the version is bumped.
+This test hashes the scoring modules (their syntax tree without docstrings, so comments, docstrings
+and formatting do not count) and compares with the hash recorded for the current version.
+
+When it fails after a change to scoring code: bump SCORING_VERSION in src/depthprune/versions.py and
+add the printed hash under the new version in RECORDED below. (If the change cannot alter any
+score, e.g. an error message, bumping is still the safe choice: it only costs a recomputation.)
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+from depthprune import versions
+
+PACKAGE = Path(versions.__file__).resolve().parent
+
+RECORDED = {
+    1: "PLACEHOLDER",
+}
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def scoring_code_hash() -> str:
+    digest = hashlib.sha256()
+    for pattern in versions.SCORING_MODULES:
+        paths = sorted(PACKAGE.glob(pattern))
+        assert paths, f"SCORING_MODULES names {pattern!r}, which matches no file"
+        for path in paths:
+            text = path.read_text(encoding="utf-8")
+            if path.suffix == ".py":
+                text = ast.dump(_strip_docstrings(ast.parse(text)), include_attributes=False)
+            digest.update(f"{path.relative_to(PACKAGE).as_posix()}\0{text}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def test_scoring_code_changes_bump_the_version():
+    current = scoring_code_hash()
+    recorded = RECORDED.get(versions.SCORING_VERSION)
+    assert recorded == current, (
+        f"the scoring code changed (hash {current}) but SCORING_VERSION is still {versions.SCORING_VERSION} "
+        f"(recorded hash {recorded}): bump SCORING_VERSION in src/depthprune/versions.py and record "
+        f"{current!r} for it in tests/test_versions.py"
+    )
+
+
+def test_the_hash_ignores_comments_and_docstrings(tmp_path, monkeypatch):
+    module = tmp_path / "m.py"
+    module.write_text('"""doc"""\n\ndef f(x):\n    """doc"""\n    return x + 1  # one\n')
+    first = ast.dump(_strip_docstrings(ast.parse(module.read_text())))
+    module.write_text('"""other doc"""\n\n\ndef f(x):\n    # a comment\n    return x + 1\n')
+    assert ast.dump(_strip_docstrings(ast.parse(module.read_text()))) == first
+    module.write_text('def f(x):\n    return x + 2\n')
+    assert ast.dump(_strip_docstrings(ast.parse(module.read_text()))) != first
+
+
