@@ -133,9 +133,14 @@ def all_metrics():
     return pruned + dense
 
 
+def all_samples():
+    # Per-document scores next to each metrics.csv (the bootstrap's input).
+    return [p.replace("metrics.csv", "samples.parquet") for p in all_metrics()]
+
+
 AGGREGATE_TABLES = ["selections", "metrics", "summary"]
 FIGURES = ["figure1", "figure2", "figure3"]
-TABLES = ["table1", "table2", "table3", "table4", "table5"]
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 
 
 # --------------------------------------------------------------------------- CLI arguments
@@ -274,4 +279,7 @@ def table_outputs():
         category="Observations",
     )
     outputs["observations_md"] = figures_path("tables", "observations.md")
+    # Every claim's paper value beside ours, with our bootstrap interval and the verdict.
+    outputs["paper_comparison_csv"] = figures_path("tables", "paper_comparison.csv")
+    outputs["paper_comparison_md"] = figures_path("tables", "paper_comparison.md")
     return outputs

@@ -16,6 +16,9 @@ rule evaluate_selection:
         raw=results_path(
             "{model}", "{calibration}", "M{budget}", "{algorithm}", "lm_eval.json"
         ),
+        samples=results_path(
+            "{model}", "{calibration}", "M{budget}", "{algorithm}", "samples.parquet"
+        ),
     log:
         log_path("evaluate", "{model}", "{calibration}", "M{budget}", "{algorithm}.log"),
     benchmark:
@@ -35,6 +38,7 @@ rule evaluate_selection:
         "depthprune --log-file {log} evaluate {params.model}"
         " --selection {input.selection} {params.evaluation}"
         " --out-metrics {output.metrics} --out-raw {output.raw}"
+        " --out-samples {output.samples}"
 
 
 # The dense model: no --selection and no --removed (labels: calibration none, algorithm dense).
@@ -44,6 +48,7 @@ rule evaluate_dense:
     output:
         metrics=results_path("{model}", "dense", "metrics.csv"),
         raw=results_path("{model}", "dense", "lm_eval.json"),
+        samples=results_path("{model}", "dense", "samples.parquet"),
     log:
         log_path("evaluate", "{model}", "dense.log"),
     benchmark:
@@ -61,3 +66,4 @@ rule evaluate_dense:
         "depthprune --log-file {log} evaluate {params.model}"
         " {params.evaluation}"
         " --out-metrics {output.metrics} --out-raw {output.raw}"
+        " --out-samples {output.samples}"

@@ -7,6 +7,7 @@ rule render:
         summary=rules.aggregate.output.summary,
         selections=rules.aggregate.output.selections,
         metrics=rules.aggregate.output.metrics,
+        samples=rules.aggregate.output.samples_parquet,
     output:
         **figure_outputs(),
         **table_outputs(),

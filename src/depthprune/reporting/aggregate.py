@@ -51,6 +51,10 @@ SUMMARY_SELECTION_COLUMNS = [
 ]  # fmt: skip
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
+SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
+# Averages and accuracies are rounded to this many decimals so that equal accuracies (fractions of
+# counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
+TIE_DECIMALS = 9
 DENSE_CALIBRATION = "none"
 DENSE_ALGORITHM = "dense"
 
@@ -74,6 +78,12 @@ def discover_result_files(results_dir: str | Path) -> tuple[list[Path], list[Pat
     selections = sorted(root.glob("*/*/M*/*/selection.json"))
     metrics = sorted(root.glob("*/*/M*/*/metrics.csv")) + sorted(root.glob("*/dense/metrics.csv"))
     return selections, metrics
+
+
+def discover_samples(results_dir: str | Path) -> list[Path]:
+    """samples.parquet files next to the metrics.csv files of the Snakemake layout."""
+    root = Path(results_dir)
+    return sorted(root.glob("*/*/M*/*/samples.parquet")) + sorted(root.glob("*/dense/samples.parquet"))
 
 
 def read_selection(path: Path) -> dict:
@@ -242,6 +252,8 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
     # mean(skipna=False): an average with a missing part is NaN, never a partial mean.
     summary["avg_perplexity"] = summary[list(PERPLEXITY_COLUMNS)].mean(axis=1, skipna=False)
     summary["avg_accuracy"] = summary[list(ACCURACY_COLUMNS)].mean(axis=1, skipna=False)
+    rounded = list(ACCURACY_COLUMNS) + ["avg_accuracy", "avg_perplexity"]
+    summary[rounded] = summary[rounded].round(TIE_DECIMALS)
     summary.insert(4, "calibration_kind", summary["calibration"].map(calibration_kind))
     extra = sorted(
         c for c in summary.columns if c.startswith(("ppl_", "acc_")) and c not in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS
@@ -255,6 +267,32 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
 
 
 # --------------------------------------------------------------------------- files
+
+
+def collect_samples(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Concatenate per-run samples.parquet files (written by ``depthprune evaluate --out-samples``)."""
+    frames = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: samples file not found")
+        try:
+            frames.append(pd.read_parquet(path))
+        except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
+            raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    dup = out.duplicated(KEY + ["benchmark", "unit", "metric"])
+    if dup.any():
+        row = out[dup].iloc[0]
+        raise ValueError(f"per-document results for {_key_text(row)} {row['benchmark']} appear more than once")
+    return out
+
+
+def write_samples(samples: pd.DataFrame, out_dir: str | Path) -> Path:
+    path = Path(out_dir) / f"{SAMPLES}.parquet"
+    atomic_write_parquet(path, samples)
+    return path
 
 
 def write_aggregate(agg: Aggregate, out_dir: str | Path) -> list[Path]:

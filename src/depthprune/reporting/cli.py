@@ -24,6 +24,7 @@ def register(subparsers) -> None:
     agg.add_argument("--results", default="results", help="results folder to search (default: results)")
     agg.add_argument("--selections", nargs="*", metavar="FILE", help="explicit selection.json files (skips the search)")
     agg.add_argument("--metrics", nargs="*", metavar="FILE", help="explicit metrics.csv files (skips the search)")
+    agg.add_argument("--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)")
     agg.add_argument("--out", default="results/aggregate", help="output folder (default: results/aggregate)")
     agg.set_defaults(func=run_aggregate)
 
@@ -42,17 +43,28 @@ def register(subparsers) -> None:
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
-    from depthprune.reporting.aggregate import aggregate, discover_result_files, write_aggregate
+    from depthprune.reporting.aggregate import (
+        aggregate,
+        collect_samples,
+        discover_result_files,
+        discover_samples,
+        write_aggregate,
+        write_samples,
+    )
 
     if args.selections is not None or args.metrics is not None:
         selection_files, metrics_files = list(args.selections or []), list(args.metrics or [])
+        sample_files = list(args.samples or [])
         origin = "the --selections/--metrics lists"
     else:
         selection_files, metrics_files = discover_result_files(args.results)
+        sample_files = list(args.samples) if args.samples is not None else discover_samples(args.results)
         origin = f"--results {args.results}"
     if not selection_files and not metrics_files:
         raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
     written = write_aggregate(aggregate(selection_files, metrics_files), args.out)
+    # Always written (empty without per-document results): the render rule declares it as input.
+    written.append(write_samples(collect_samples(sample_files), args.out))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )
