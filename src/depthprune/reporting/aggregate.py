@@ -52,6 +52,9 @@ SUMMARY_SELECTION_COLUMNS = [
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
+SAMPLES_COLUMNS = [
+    "model", "calibration", "budget", "algorithm", "removed", "benchmark", "unit", "metric", "value", "headline",
+]  # fmt: skip
 # Averages and accuracies are rounded to this many decimals so that equal accuracies (fractions of
 # counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
 TIE_DECIMALS = 9
@@ -280,7 +283,7 @@ def collect_samples(paths: Sequence[str | Path]) -> pd.DataFrame:
         except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
             raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
     if not frames:
-        return pd.DataFrame()
+        return pd.DataFrame(columns=SAMPLES_COLUMNS)
     out = pd.concat(frames, ignore_index=True)
     dup = out.duplicated(KEY + ["benchmark", "unit", "metric"])
     if dup.any():
