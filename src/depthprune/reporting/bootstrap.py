@@ -61,9 +61,8 @@ def _weights(n_units: int, n_resamples: int, seed: int, benchmark: str) -> np.nd
     """How often each unit is drawn in each replicate, (n_resamples, n_units); one stream per benchmark."""
     rng = np.random.default_rng([seed, zlib.crc32(benchmark.encode())])
     draws = rng.integers(0, n_units, size=(n_resamples, n_units))
-    weights = np.zeros((n_resamples, n_units))
-    np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
-    return weights
+    flat = (draws + n_units * np.arange(n_resamples)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
 
 
 def document_replicates(
