@@ -61,7 +61,7 @@ def test_bootstrap_interval_covers_the_truth_in_a_simulation():
         reps = document_replicates(samples_for({("m", "ppl_c4", 2, "greedy"): correct}), n_resamples=1000, seed=study)
         lo, hi = interval(reps.avg_accuracy[:, 0])
         covered += lo <= 0.6 <= hi
-    assert 0.87 <= covered / studies
+    assert 0.87 <= covered / studies < 1.0  # never missing would mean intervals far too wide
 
 
 def test_bootstrap_is_paired_seeded_and_reproduces_the_point_values():
