@@ -90,7 +90,7 @@ def prepared_model(model):
 def memo_path(wildcards):
     """SQLite memo shared by the prior and every search of one (model, calibration): a cache, not a
     declared output, so Snakemake never deletes it and reruns start warm."""
-    return results_path(wildcards.model, wildcards.calibration, "memo.sqlite")
+    return results_path(wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite")
 
 
 def eval_cache_dir(wildcards):
@@ -103,6 +103,7 @@ def search_workdir(wildcards):
     return results_path(
         wildcards.model,
         wildcards.calibration,
+        f"seed{wildcards.seed}",
         f"M{wildcards.budget}",
         wildcards.algorithm,
         "work",
@@ -113,11 +114,12 @@ def search_workdir(wildcards):
 
 
 def search_dirs():
-    """results/<model>/<calibration>/M<M>/<algorithm> for every search the config asks for."""
+    """results/<model>/<calibration>/seed<k>/M<M>/<algorithm> for every search the config asks for."""
     return [
-        results_path(model, calibration, f"M{budget}", algorithm)
+        results_path(model, calibration, f"seed{seed}", f"M{budget}", algorithm)
         for model in config["models"]
         for calibration in config["calibrations"]
+        for seed in config["seeds"]
         for budget in config["budgets"]
         for algorithm in config["algorithms"]
     ]
@@ -194,7 +196,7 @@ def calibration_args(wildcards):
         ("--calibration", calibration),
         ("--n-samples", sizes["n_samples"]),
         ("--seq-len", sizes["seq_len"]),
-        ("--seed", config["seed"]),
+        ("--seed", wildcards.seed),
     ]
     if kind == "tlm":
         pairs.append(("--tlm-format", sizes["format"]))

@@ -69,9 +69,10 @@ def run_aggregate(args: argparse.Namespace) -> int:
         origin = f"--results {args.results}"
     if not selection_files and not metrics_files:
         raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
-    written = write_aggregate(aggregate(selection_files, metrics_files), args.out)
+    agg = aggregate(selection_files, metrics_files)
+    written = write_aggregate(agg, args.out)
     # Always written (empty without per-document results): the render rule declares it as input.
-    written.append(write_samples(collect_samples(sample_files), args.out))
+    written.append(write_samples(collect_samples(sample_files, agg.selections), args.out))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )
