@@ -14,6 +14,7 @@ value can be worked out by hand:
 from __future__ import annotations
 
 import argparse
+import math
 import importlib
 import json
 import subprocess
@@ -123,22 +124,27 @@ def metric_rows(model, calibration, budget, algorithm, removed, ppl, acc, drop=(
     return rows
 
 
-def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True) -> Path:
-    """results/<model>/<calibration>/M<M>/<algorithm>/{selection.json, metrics.csv} (+ dense)."""
+def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True, seed: int | None = None) -> Path:
+    """results/<model>/<calibration>/M<M>/<algorithm>/{selection.json, metrics.csv} (+ dense); with
+    ``seed``, the seeds layout .../<calibration>/seed<k>/M<M>/..., the loss raised by ``seed`` and,
+    for seed 1, alpha/ppl_c4/M2/cbo removing {5, 8} instead of {5, 7}."""
     n_layers = {"alpha": 12, "beta": 10}
     for model, calibration, budget in grid:
         for algorithm, removed in removed_sets(model, calibration, budget).items():
             if (model, calibration, algorithm) == ("beta", "ppl_cs170k", "bo"):
                 continue
-            run = root / model / calibration / f"M{budget}" / algorithm
+            if seed == 1 and (model, calibration, budget, algorithm) == ("alpha", "ppl_c4", 2, "cbo"):
+                removed = [5, 8]
+            seed_dir = [] if seed is None else [f"seed{seed}"]
+            run = root.joinpath(model, calibration, *seed_dir, f"M{budget}", algorithm)
             run.mkdir(parents=True)
             index = ALGORITHMS.index(algorithm)
             selection = {
                 "model": model, "calibration": calibration, "budget": budget, "algorithm": algorithm,
-                "removed": removed, "n_layers": n_layers[model], "loss": 1.0 + index,
+                "removed": removed, "n_layers": n_layers[model], "loss": 1.0 + index + (seed or 0),
                 "calibration_perplexity": None, "calibration_accuracy": None,
                 "distinct_evaluations": 100 + index, "memo_hits": 3, "blocks_run": 1000,
-                "search_seconds": 10.0 * (index + 1), "seed": 0, "hyperparameters": {"beam_width": 5},
+                "search_seconds": 10.0 * (index + 1), "seed": seed or 0, "hyperparameters": {"beam_width": 5},
                 "versions": {"depthprune": "0.1.0"},
             }  # fmt: skip
             (run / "selection.json").write_text(json.dumps(selection))
@@ -147,7 +153,7 @@ def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True)
                                avg_accuracy(model, calibration, algorithm), drop=drop)  # fmt: skip
             pd.DataFrame(rows).to_csv(run / "metrics.csv", index=False)
     if dense:
-        (root / "alpha" / "dense").mkdir(parents=True)
+        (root / "alpha" / "dense").mkdir(parents=True, exist_ok=True)
         rows = metric_rows("alpha", "none", 0, "dense", [], 5.0, 0.6, booleans=("True", "False"))
         pd.DataFrame(rows).to_csv(root / "alpha" / "dense" / "metrics.csv", index=False)
     return root
@@ -473,3 +479,31 @@ def test_depthprune_render_command_is_light(rendered, tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, f"exit {result.returncode} (3: torch/transformers imported)\n{result.stderr}"
+
+
+def test_seeds_as_replicates(tmp_path):
+    """Two seeds: the dense model joins each seed, the spread and set stability across seeds are the
+    hand-computed ones, and each claim's verdict is given per seed and for every seed."""
+    grid = [("alpha", "ppl_c4", 2), ("alpha", "tlm_cs170k", 2)]
+    results = write_tree(tmp_path / "results", grid, seed=0)
+    write_tree(results, grid, seed=1)
+    assert run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "agg")]) == 0
+    summary = pd.read_parquet(tmp_path / "agg" / "summary.parquet")
+    assert sorted(summary["seed"].unique()) == [0, 1]
+    assert len(summary) == 2 * (2 * 7 + 1)  # each seed: 14 runs and the dense model
+    out = tmp_path / "figures"
+    assert run_command(["render", "--aggregate", str(tmp_path / "agg"), "--out", str(out)]) == 0
+    spread = pd.read_csv(out / "tables" / "seeds_spread.csv").set_index(["calibration", "algorithm"])
+    assert spread.loc[("ppl_c4", "greedy"), "loss_mean"] == pytest.approx(2.5)  # 1 + 1 and 1 + 1 + 1
+    assert spread.loc[("ppl_c4", "greedy"), "loss_std"] == pytest.approx(math.sqrt(0.5))
+    assert spread.loc[("ppl_c4", "greedy"), "avg_accuracy_std"] == pytest.approx(0)
+    stability = pd.read_csv(out / "tables" / "seeds_set_stability.csv").set_index(["calibration", "algorithm"])
+    assert stability.loc[("ppl_c4", "cbo"), "mean_jaccard_across_seeds"] == pytest.approx(1 / 3)  # {5,7} vs {5,8}
+    assert stability.loc[("ppl_c4", "greedy"), "mean_jaccard_across_seeds"] == 1.0
+    verdicts = pd.read_csv(out / "tables" / "seeds_verdicts.csv", dtype=str)
+    assert set(verdicts["seed"]) == {"0", "1", "every seed"}
+    every = verdicts[verdicts["seed"] == "every seed"].set_index("claim")["verdict"]
+    assert every["5.1"] == "holds"  # disjoint sets across calibrations in both seeds
+    assert "## Across seeds" in (out / "tables" / "observations.md").read_text()
+    table3 = pd.read_csv(out / "tables" / "table3.csv")
+    assert len(table3) == 1 + 7  # the first seed only: dense + seven algorithms
