@@ -90,7 +90,9 @@ def prepared_model(model):
 def memo_path(wildcards):
     """SQLite memo shared by the prior and every search of one (model, calibration): a cache, not a
     declared output, so Snakemake never deletes it and reruns start warm."""
-    return results_path(wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite")
+    return results_path(
+        wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite"
+    )
 
 
 def eval_cache_dir(wildcards):

@@ -7,23 +7,55 @@ rule evaluate_selection:
     input:
         model=prepared_model("{model}"),
         selection=results_path(
-            "{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}", "selection.json"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "selection.json",
         ),
     output:
         metrics=results_path(
-            "{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}", "metrics.csv"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "metrics.csv",
         ),
         raw=results_path(
-            "{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}", "lm_eval.json"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "lm_eval.json",
         ),
         samples=results_path(
-            "{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}", "samples.parquet"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "samples.parquet",
         ),
     log:
-        log_path("evaluate", "{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}.log"),
+        log_path(
+            "evaluate",
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}.log",
+        ),
     benchmark:
         benchmark_path(
-            "evaluate", "{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}.tsv"
+            "evaluate",
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}.tsv",
         )
     conda:
         "../../envs/depthprune.yaml"

@@ -18,9 +18,17 @@ rule render:
     params:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
         out_dir=lambda wildcards, output: os.path.dirname(output.figure1_png),
+        analysis=lambda wildcards: join_args(
+            [
+                ("--bootstrap-resamples", config["analysis"]["bootstrap_resamples"]),
+                ("--bootstrap-seed", config["analysis"]["bootstrap_seed"]),
+                ("--comparable-band", config["analysis"]["comparable_band"]),
+                ("--strong-rho", config["analysis"]["strong_rho"]),
+            ]
+        ),
     shell:
         "depthprune --log-file {log} render"
-        " --aggregate {params.aggregate_dir} --out {params.out_dir}"
+        " --aggregate {params.aggregate_dir} --out {params.out_dir} {params.analysis}"
 
 
 rule figures:
