@@ -116,7 +116,7 @@ def render(
     spearman = spearman_table(base, reps)
 
     if "figure1" in wanted:
-        written += figure1(selections, out)
+        written += figure1(agg.selections, out)  # every seed: shade = how often a layer was removed
     if "figure2" in wanted:
         written += figure2(summary, out)
     if "figure3" in wanted:
