@@ -25,6 +25,7 @@ wildcard_constraints:
     calibration=alternatives(schema_enum("calibration_name")),
     algorithm=alternatives(schema_enum("algorithm_name")),
     budget="[0-9]+",
+    seed="[0-9]+",
 
 
 include: "workflow/rules/models.smk"

@@ -130,3 +130,34 @@ def test_evaluate_command_names_missing_data_file(tiny_model_dir, tmp_path, caps
                          "--cache-dir", str(tmp_path / "cache")], capsys)
     assert code == 2
     assert "boolq/validation.jsonl" in out.err and "not found" in out.err
+
+
+def test_per_document_results_are_cached_and_reproduce_the_metrics(tiny_model_dir, data_dir, tmp_path):
+    """lm-eval's per-document scores and the per-window NLLs are kept (Parquet in the cache entry);
+    their means give back the reported accuracy and perplexity, and a cache hit returns them unchanged."""
+    import math
+
+    from depthprune.evaluation.cache import SAMPLES
+    from depthprune.evaluation.run import SAMPLES_COLUMNS, samples_frame, write_outputs
+
+    settings = EvalSettings(**SMALL, data_dir=data_dir)
+    cache = EvalCache(tmp_path / "cache")
+    loader = CountingLoader(tiny_model_dir)
+    first = evaluate_removed(model_identity=IDENTITY, removed=(1, 3), settings=settings, load=loader, cache=cache)
+    assert (cache.entry_dir(first.cache_key) / SAMPLES).is_file()
+    second = evaluate_removed(model_identity=IDENTITY, removed=(1, 3), settings=settings, load=loader, cache=cache)
+    assert second.cache_hit and loader.calls == 1
+    labels = Labels("tiny", "ppl_c4", 2, "greedy")
+    write_outputs(second, labels, settings, None, None, tmp_path / "samples.parquet")
+    samples = pd.read_parquet(tmp_path / "samples.parquet")
+    assert list(samples.columns) == SAMPLES_COLUMNS
+    pd.testing.assert_frame_equal(samples, samples_frame(first, labels, settings))
+    metrics = metrics_frame(first, labels, settings).set_index(["benchmark", "metric"])["value"]
+    head = samples[samples["headline"]]
+    piqa = head[head["benchmark"] == "piqa"]
+    assert set(piqa["metric"]) == {"acc_norm"} and len(piqa) == 2
+    assert piqa["value"].mean() == metrics[("piqa", "acc_norm")]
+    assert {"acc", "loglik_0", "loglik_1", "target"} <= set(samples.loc[samples["benchmark"] == "piqa", "metric"])
+    w2 = head[head["benchmark"] == "wikitext2"].pivot(index="unit", columns="metric", values="value")
+    assert len(w2) == 2  # 128 tokens in windows of 64
+    assert math.isclose(math.exp(w2["nll_sum"].sum() / w2["n_tokens"].sum()), metrics[("wikitext2", "perplexity")])

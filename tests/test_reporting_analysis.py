@@ -14,8 +14,8 @@ from depthprune.reporting.analysis import (
     jaccard,
     pairwise_jaccard,
     spearman_table,
-    two_way_shares,
 )
+from depthprune.reporting.bootstrap import two_way
 from depthprune.reporting.table_format import Column, ReportTable, fmt_fraction, to_csv_frame, to_latex, to_markdown
 
 
@@ -93,21 +93,22 @@ def test_spearman_degrades_to_nan():
     assert math.isnan(constant["rho"]) and constant["note"] == "constant averages"
 
 
-def test_two_way_shares_known_values():
-    # y[a, c] = calibration effect (+-1) + algorithm effect (0.1 q): additive, no residual.
+def test_two_way_decomposition_known_values():
+    # y[a, c] = calibration effect (+-1) + algorithm effect (0.1 q): additive, no interaction.
     q = np.arange(7) - 3
     grid = np.stack([1 + 0.1 * q, 3 + 0.1 * q], axis=1)
-    shares = two_way_shares(grid)
+    shares = {k: v[0] for k, v in two_way(grid[None]).items()}
     ss_cal, ss_alg = 7 * 2 * 1.0, 2 * 0.01 * 28
     assert shares["ss_total"] == pytest.approx(ss_cal + ss_alg)
     assert shares["share_calibration"] == pytest.approx(ss_cal / (ss_cal + ss_alg))
     assert shares["share_algorithm"] == pytest.approx(ss_alg / (ss_cal + ss_alg))
-    assert shares["share_residual"] == pytest.approx(0, abs=1e-12)
+    assert shares["share_interaction"] == pytest.approx(0, abs=1e-12)
+    assert (shares["df_calibration"], shares["df_algorithm"], shares["df_interaction"]) == (1, 6, 6)
+    assert shares["ms_calibration"] == pytest.approx(ss_cal / 1) and shares["ms_algorithm"] == pytest.approx(ss_alg / 6)
     # Pure interaction: opposite slopes under the two calibrations, equal means.
-    inter = two_way_shares(np.stack([q * 1.0, -q * 1.0], axis=1))
+    inter = {k: v[0] for k, v in two_way(np.stack([q * 1.0, -q * 1.0], axis=1)[None]).items()}
     assert inter["share_calibration"] == pytest.approx(0) and inter["share_algorithm"] == pytest.approx(0)
-    assert inter["share_residual"] == pytest.approx(1)
-    assert math.isnan(two_way_shares(grid[:, :1])["share_calibration"])  # one calibration: undefined
+    assert inter["share_interaction"] == pytest.approx(1)
 
 
 def test_table_bold_per_block_ties_and_reference():

@@ -14,6 +14,7 @@ value can be worked out by hand:
 from __future__ import annotations
 
 import argparse
+import math
 import importlib
 import json
 import subprocess
@@ -123,22 +124,27 @@ def metric_rows(model, calibration, budget, algorithm, removed, ppl, acc, drop=(
     return rows
 
 
-def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True) -> Path:
-    """results/<model>/<calibration>/M<M>/<algorithm>/{selection.json, metrics.csv} (+ dense)."""
+def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True, seed: int | None = None) -> Path:
+    """results/<model>/<calibration>/M<M>/<algorithm>/{selection.json, metrics.csv} (+ dense); with
+    ``seed``, the seeds layout .../<calibration>/seed<k>/M<M>/..., the loss raised by ``seed`` and,
+    for seed 1, alpha/ppl_c4/M2/cbo removing {5, 8} instead of {5, 7}."""
     n_layers = {"alpha": 12, "beta": 10}
     for model, calibration, budget in grid:
         for algorithm, removed in removed_sets(model, calibration, budget).items():
             if (model, calibration, algorithm) == ("beta", "ppl_cs170k", "bo"):
                 continue
-            run = root / model / calibration / f"M{budget}" / algorithm
+            if seed == 1 and (model, calibration, budget, algorithm) == ("alpha", "ppl_c4", 2, "cbo"):
+                removed = [5, 8]
+            seed_dir = [] if seed is None else [f"seed{seed}"]
+            run = root.joinpath(model, calibration, *seed_dir, f"M{budget}", algorithm)
             run.mkdir(parents=True)
             index = ALGORITHMS.index(algorithm)
             selection = {
                 "model": model, "calibration": calibration, "budget": budget, "algorithm": algorithm,
-                "removed": removed, "n_layers": n_layers[model], "loss": 1.0 + index,
+                "removed": removed, "n_layers": n_layers[model], "loss": 1.0 + index + (seed or 0),
                 "calibration_perplexity": None, "calibration_accuracy": None,
                 "distinct_evaluations": 100 + index, "memo_hits": 3, "blocks_run": 1000,
-                "search_seconds": 10.0 * (index + 1), "seed": 0, "hyperparameters": {"beam_width": 5},
+                "search_seconds": 10.0 * (index + 1), "seed": seed or 0, "hyperparameters": {"beam_width": 5},
                 "versions": {"depthprune": "0.1.0"},
             }  # fmt: skip
             (run / "selection.json").write_text(json.dumps(selection))
@@ -147,7 +153,7 @@ def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True)
                                avg_accuracy(model, calibration, algorithm), drop=drop)  # fmt: skip
             pd.DataFrame(rows).to_csv(run / "metrics.csv", index=False)
     if dense:
-        (root / "alpha" / "dense").mkdir(parents=True)
+        (root / "alpha" / "dense").mkdir(parents=True, exist_ok=True)
         rows = metric_rows("alpha", "none", 0, "dense", [], 5.0, 0.6, booleans=("True", "False"))
         pd.DataFrame(rows).to_csv(root / "alpha" / "dense" / "metrics.csv", index=False)
     return root
@@ -340,15 +346,32 @@ def test_variance_decomposition_values(rendered):
     ppl = alpha.loc["log10_avg_perplexity"]
     assert ppl["share_calibration"] == pytest.approx(ss_cal / (ss_cal + ss_alg))
     assert ppl["share_algorithm"] == pytest.approx(ss_alg / (ss_cal + ss_alg))
-    assert ppl["share_residual"] == pytest.approx(0, abs=1e-9)
-    acc = alpha.loc["avg_accuracy"]
-    assert (acc["share_calibration"], acc["share_algorithm"], acc["share_residual"]) == (
+    assert ppl["share_interaction"] == pytest.approx(0, abs=1e-9)
+    assert (ppl["df_calibration"], ppl["df_algorithm"], ppl["df_interaction"]) == (1, 6, 6)
+    acc = alpha.loc["avg_accuracy_points"]
+    assert (acc["share_calibration"], acc["share_algorithm"], acc["share_interaction"]) == (
         pytest.approx(0, abs=1e-9), pytest.approx(0.2), pytest.approx(0.8))  # fmt: skip
-    beta = var[var["model"] == "beta"].set_index(["calibration_set", "response"])
-    assert set(beta.index.get_level_values(0)) == {"all", "paper"}
-    assert beta.loc[("all", "avg_accuracy"), "n_algorithms"] == 5  # bo and greedy incomplete
-    assert beta.loc[("all", "log10_avg_perplexity"), "n_algorithms"] == 6
-    assert beta.loc[("paper", "avg_accuracy"), "n_calibrations"] == 2
+    beta = var[var["model"] == "beta"].set_index("response")
+    # Only the paper's two calibrations (the ppl_cs170k cross-control stays out); TLM greedy lacks BoolQ.
+    assert beta.loc["avg_accuracy_points", "n_calibrations"] == 2
+    assert beta.loc["avg_accuracy_points", "n_algorithms"] == 6
+    assert beta.loc["log10_avg_perplexity", "n_algorithms"] == 7
+
+
+def test_range_statistic_values(rendered):
+    """§5.2 as the paper measures it, worked out by hand from the synthetic grid (module docstring)."""
+    ranges = read_table(rendered, "range_statistic")
+    ranges["budget"] = ranges["budget"].astype(str)
+    r = ranges.set_index(["model", "budget", "response"])
+    # alpha M=2: accuracy |0.02 q| <= 6 points across calibrations; 0.015 * 6 = 9 points across algorithms.
+    assert r.loc[("alpha", "2", "avg_accuracy_points"), "shift_calibration"] == pytest.approx(6)
+    assert r.loc[("alpha", "2", "avg_accuracy_points"), "shift_algorithm"] == pytest.approx(9)
+    # log10 perplexity: bases 1 and 3 (2 orders) vs 0.1 * 6 = 0.6 orders across algorithms.
+    assert r.loc[("alpha", "2", "log10_avg_perplexity"), "shift_calibration"] == pytest.approx(2)
+    assert r.loc[("alpha", "2", "log10_avg_perplexity"), "shift_algorithm"] == pytest.approx(0.6)
+    # beta: TLM greedy has no average accuracy, so q = -3 drops out: 0.015 * 5 = 7.5 points.
+    assert r.loc[("beta", "2", "avg_accuracy_points"), "shift_algorithm"] == pytest.approx(7.5)
+    assert r.loc[("all", "all", "avg_accuracy_points"), "ratio"] == pytest.approx(6 / 9)
 
 
 def test_jaccard_within_and_across(rendered):
@@ -362,15 +385,33 @@ def test_jaccard_within_and_across(rendered):
 
 
 def test_observations(rendered):
-    obs = read_table(rendered, "observations").set_index("observation")
+    obs = read_table(rendered, "observations")
+    assert list(obs.columns) == ["claim", "scope", "statistic", "value", "ci_low", "ci_high", "paper_value", "verdict"]
+    verdicts = obs.set_index(["claim", "scope", "statistic"])["verdict"]
     # §5.1 holds for alpha (disjoint sets across calibrations) but not for beta (identical across).
-    assert obs.loc[5.1, "verdict"] == "partly holds" and obs.loc[5.1, "cells"] == "2 of 3 cells"
-    # §5.3: ppl_c4 rho = -1 and TLM rho = +1 agree; beta/ppl_cs170k (rho = 0.83) does not.
-    assert obs.loc[5.3, "verdict"] == "partly holds" and obs.loc[5.3, "cells"] == "6 of 7 cells"
-    assert obs.loc[5.2, "verdict"] in {"holds", "partly holds"}
+    assert verdicts[(5.1, "alpha M=2", "mean Jaccard within − across calibrations")] == "holds"
+    assert verdicts[(5.1, "beta M=2", "mean Jaccard within − across calibrations")] == "does not hold"
+    # §5.2: accuracy ratio 6/9 is comparable (<= 2); perplexity 2/0.6 = 3.3 > 2: calibration dominates.
+    pooled = obs[(obs["claim"] == 5.2) & (obs["scope"] == "all (max over cells)")]
+    ratios = pooled[pooled["statistic"].str.contains("shift ratio")].set_index("statistic")
+    assert set(ratios["verdict"]) == {"holds"}
+    assert ratios["paper_value"].str.contains("0.77").any()
+    # §5.3: ρ = −1 under ppl_c4 is alignment: the sign matches the paper but it is not weak.
+    alpha3 = obs[(obs["claim"] == 5.3) & (obs["scope"] == "alpha M=3 ppl_c4")].set_index("statistic")
+    assert alpha3["value"].tolist() == [-1.0, -1.0]
+    assert [v for s, v in alpha3["verdict"].items() if "sign" in s] == ["holds"]
+    assert [v for s, v in alpha3["verdict"].items() if "weak" in s] == ["does not hold"]
+    assert not obs["scope"].str.contains("ppl_cs170k").any()  # the cross-control is never a paper claim
     text = summarise_observations(rendered / "aggregate")
-    assert text == (rendered / "figures" / "tables" / "observations.md").read_text()
-    assert "## §5.2" in text and "| alpha | 2 | ppl_c4 tlm_cs170k | 0.96 | 0.04 | 0.00 | 0.20 | yes |" in text
+    md = (rendered / "figures" / "tables" / "observations.md").read_text()
+    assert "negative ρ means lower perplexity goes with higher accuracy" in md
+    assert "## §5.2" in md and "Verdict: **holds**" in md
+    assert text.split("## §5.1")[1] == md.split("## §5.1")[1]
+    comparison = pd.read_csv(rendered / "figures" / "tables" / "paper_comparison.csv")
+    assert {"paper_value", "value", "ci_low", "ci_high", "verdict"} <= set(comparison.columns)
+    assert (rendered / "figures" / "tables" / "paper_comparison.md").exists()
+    for ext in ("csv", "md", "tex"):
+        assert (rendered / "figures" / "tables" / f"table6.{ext}").exists()
 
 
 def test_render_is_byte_identical(rendered, tmp_path):
@@ -438,3 +479,31 @@ def test_depthprune_render_command_is_light(rendered, tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, f"exit {result.returncode} (3: torch/transformers imported)\n{result.stderr}"
+
+
+def test_seeds_as_replicates(tmp_path):
+    """Two seeds: the dense model joins each seed, the spread and set stability across seeds are the
+    hand-computed ones, and each claim's verdict is given per seed and for every seed."""
+    grid = [("alpha", "ppl_c4", 2), ("alpha", "tlm_cs170k", 2)]
+    results = write_tree(tmp_path / "results", grid, seed=0)
+    write_tree(results, grid, seed=1)
+    assert run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "agg")]) == 0
+    summary = pd.read_parquet(tmp_path / "agg" / "summary.parquet")
+    assert sorted(summary["seed"].unique()) == [0, 1]
+    assert len(summary) == 2 * (2 * 7 + 1)  # each seed: 14 runs and the dense model
+    out = tmp_path / "figures"
+    assert run_command(["render", "--aggregate", str(tmp_path / "agg"), "--out", str(out)]) == 0
+    spread = pd.read_csv(out / "tables" / "seeds_spread.csv").set_index(["calibration", "algorithm"])
+    assert spread.loc[("ppl_c4", "greedy"), "loss_mean"] == pytest.approx(2.5)  # 1 + 1 and 1 + 1 + 1
+    assert spread.loc[("ppl_c4", "greedy"), "loss_std"] == pytest.approx(math.sqrt(0.5))
+    assert spread.loc[("ppl_c4", "greedy"), "avg_accuracy_std"] == pytest.approx(0)
+    stability = pd.read_csv(out / "tables" / "seeds_set_stability.csv").set_index(["calibration", "algorithm"])
+    assert stability.loc[("ppl_c4", "cbo"), "mean_jaccard_across_seeds"] == pytest.approx(1 / 3)  # {5,7} vs {5,8}
+    assert stability.loc[("ppl_c4", "greedy"), "mean_jaccard_across_seeds"] == 1.0
+    verdicts = pd.read_csv(out / "tables" / "seeds_verdicts.csv", dtype=str)
+    assert set(verdicts["seed"]) == {"0", "1", "every seed"}
+    every = verdicts[verdicts["seed"] == "every seed"].set_index("claim")["verdict"]
+    assert every["5.1"] == "holds"  # disjoint sets across calibrations in both seeds
+    assert "## Across seeds" in (out / "tables" / "observations.md").read_text()
+    table3 = pd.read_csv(out / "tables" / "table3.csv")
+    assert len(table3) == 1 + 7  # the first seed only: dense + seven algorithms

@@ -77,6 +77,18 @@ def test_default_profile_dag():
     }
 
 
+def test_seeds_profile_dag():
+    # config/seeds.yaml: three seeds, each with its own prior (redrawn calibration) and searches,
+    # under results/<model>/<calibration>/seed<k>/; the dense model and the aggregate stay single.
+    output = run_snakemake("-n", "--configfile", "config.yaml", "config/seeds.yaml").stdout
+    counts = job_counts(output)
+    assert counts["prior"] == 2 * 3 and counts["search"] == 28 * 3 and counts["evaluate_selection"] == 28 * 3
+    assert counts["evaluate_dense"] == 1 and counts["aggregate"] == 1
+    seeds = {wildcards.get("seed") for rule, wildcards in planned_jobs(output) if rule == "search"}
+    assert seeds == {"0", "1", "2"}
+    assert "seed2/M7/beam/selection.json" in output
+
+
 def test_paper_profile_dag():
     output = run_snakemake("-n", "-p", "--configfile", "config/paper.yaml").stdout
     jobs = planned_jobs(output)
@@ -168,20 +180,23 @@ FAKE_CLI = textwrap.dedent(
     elif command == "evaluate":
         write(value("--out-metrics"))
         write(value("--out-raw"), "{}\\n")
+        write(value("--out-samples"))
     elif command == "aggregate":
         for name in ("selections", "metrics", "summary"):
             for ext in ("csv", "parquet"):
                 write(Path(value("--out")) / f"{name}.{ext}")
+        write(Path(value("--out")) / "samples.parquet")
     elif command == "render":
         out = Path(value("--out"))
         for i in (1, 2, 3):
             for ext in ("pdf", "png"):
                 write(out / f"figure{i}.{ext}")
-        for i in range(1, 6):
+        for i in range(1, 7):
             for ext in ("csv", "md", "tex"):
                 write(out / "tables" / f"table{i}.{ext}")
         for ext in ("csv", "md"):
             write(out / "tables" / f"observations.{ext}")
+            write(out / "tables" / f"paper_comparison.{ext}")
     else:
         sys.exit(f"stand-in depthprune: unknown command {command}")
     '''

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = ("figure1", "figure2", "figure3")
-TABLES = ("table1", "table2", "table3", "table4", "table5")
+TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 ALGORITHMS = {"one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select"}
 MODEL_RULES = {"prepare_model", "prior", "search", "evaluate_selection", "evaluate_dense"}
 
@@ -116,9 +116,31 @@ def test_table5_agreement(smoke_run):
 
 def test_memo_and_caches_are_kept(smoke_run):
     results = smoke_run["results"]
-    assert (results / "tiny" / "ppl_c4" / "memo.sqlite").exists()
-    assert (results / "tiny" / "tlm_cs170k" / "M2" / "bo" / "work").is_dir()
+    assert (results / "tiny" / "ppl_c4" / "seed0" / "memo.sqlite").exists()
+    assert (results / "tiny" / "tlm_cs170k" / "seed0" / "M2" / "bo" / "work").is_dir()
     assert any((results / "tiny" / "eval_cache").iterdir())
+    assert any((results / "tiny" / "eval_cache").glob("*/samples.parquet"))  # per-document results kept
+
+
+def test_intervals_observations_and_paper_comparison(smoke_run):
+    tables = smoke_run["figures"] / "tables"
+    table3 = pd.read_csv(tables / "table3.csv")
+    assert {"avg_acc_ci_low", "avg_acc_ci_high"} <= set(table3.columns)
+    assert (table3["avg_acc_ci_low"] <= table3["avg_accuracy"] + 1e-12).all()
+    assert (table3["avg_accuracy"] <= table3["avg_acc_ci_high"] + 1e-12).all()
+    assert " [" in (tables / "table3.md").read_text()  # "x [lo, hi]"
+    table4 = pd.read_csv(tables / "table4.csv")
+    assert {"diff_one_shot", "diff_one_shot_ci_low", "diff_one_shot_ci_high"} <= set(table4.columns)
+    observations = pd.read_csv(tables / "observations.csv")
+    assert list(observations.columns)[:8] == [
+        "claim", "scope", "statistic", "value", "ci_low", "ci_high", "paper_value", "verdict"]  # fmt: skip
+    assert {"claim", "statistic", "value", "ci_low", "ci_high", "paper_value", "verdict"} <= set(observations.columns)
+    assert observations["ci_low"].notna().any()
+    assert (tables / "paper_comparison.md").stat().st_size > 0
+    for ext in ("csv", "md", "tex"):
+        assert (tables / f"table6.{ext}").stat().st_size > 0
+    samples = pd.read_parquet(smoke_run["results"] / "aggregate" / "samples.parquet")
+    assert set(samples["seed"]) == {0} and samples["headline"].any()
 
 
 def test_second_run_has_nothing_to_do(smoke_run):

@@ -6,6 +6,7 @@ rule aggregate:
     input:
         selections=all_selections(),
         metrics=all_metrics(),
+        samples=all_samples(),
     output:
         selections=results_path("aggregate", "selections.csv"),
         metrics=results_path("aggregate", "metrics.csv"),
@@ -13,6 +14,7 @@ rule aggregate:
         selections_parquet=results_path("aggregate", "selections.parquet"),
         metrics_parquet=results_path("aggregate", "metrics.parquet"),
         summary_parquet=results_path("aggregate", "summary.parquet"),
+        samples_parquet=results_path("aggregate", "samples.parquet"),
     log:
         log_path("aggregate.log"),
     conda:
@@ -22,4 +24,5 @@ rule aggregate:
     shell:
         "depthprune --log-file {log:q} aggregate"
         " --selections {input.selections:q} --metrics {input.metrics:q}"
+        " --samples {input.samples:q}"
         " --out {params.out_dir:q}"

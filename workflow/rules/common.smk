@@ -90,7 +90,9 @@ def prepared_model(model):
 def memo_path(wildcards):
     """SQLite memo shared by the prior and every search of one (model, calibration): a cache, not a
     declared output, so Snakemake never deletes it and reruns start warm."""
-    return results_path(wildcards.model, wildcards.calibration, "memo.sqlite")
+    return results_path(
+        wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite"
+    )
 
 
 def eval_cache_dir(wildcards):
@@ -103,6 +105,7 @@ def search_workdir(wildcards):
     return results_path(
         wildcards.model,
         wildcards.calibration,
+        f"seed{wildcards.seed}",
         f"M{wildcards.budget}",
         wildcards.algorithm,
         "work",
@@ -113,11 +116,12 @@ def search_workdir(wildcards):
 
 
 def search_dirs():
-    """results/<model>/<calibration>/M<M>/<algorithm> for every search the config asks for."""
+    """results/<model>/<calibration>/seed<k>/M<M>/<algorithm> for every search the config asks for."""
     return [
-        results_path(model, calibration, f"M{budget}", algorithm)
+        results_path(model, calibration, f"seed{seed}", f"M{budget}", algorithm)
         for model in config["models"]
         for calibration in config["calibrations"]
+        for seed in config["seeds"]
         for budget in config["budgets"]
         for algorithm in config["algorithms"]
     ]
@@ -133,9 +137,14 @@ def all_metrics():
     return pruned + dense
 
 
+def all_samples():
+    # Per-document scores next to each metrics.csv (the bootstrap's input).
+    return [p.replace("metrics.csv", "samples.parquet") for p in all_metrics()]
+
+
 AGGREGATE_TABLES = ["selections", "metrics", "summary"]
 FIGURES = ["figure1", "figure2", "figure3"]
-TABLES = ["table1", "table2", "table3", "table4", "table5"]
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 
 
 # --------------------------------------------------------------------------- CLI arguments
@@ -236,7 +245,7 @@ def calibration_args(wildcards):
         ("--calibration", calibration),
         ("--n-samples", sizes["n_samples"]),
         ("--seq-len", sizes["seq_len"]),
-        ("--seed", config["seed"]),
+        ("--seed", wildcards.seed),
     ]
     if kind == "tlm":
         pairs.append(("--tlm-format", sizes["format"]))
@@ -321,4 +330,7 @@ def table_outputs():
         category="Observations",
     )
     outputs["observations_md"] = figures_path("tables", "observations.md")
+    # Every claim's paper value beside ours, with our bootstrap interval and the verdict.
+    outputs["paper_comparison_csv"] = figures_path("tables", "paper_comparison.csv")
+    outputs["paper_comparison_md"] = figures_path("tables", "paper_comparison.md")
     return outputs

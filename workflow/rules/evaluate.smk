@@ -7,20 +7,55 @@ rule evaluate_selection:
     input:
         model=prepared_model("{model}"),
         selection=results_path(
-            "{model}", "{calibration}", "M{budget}", "{algorithm}", "selection.json"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "selection.json",
         ),
     output:
         metrics=results_path(
-            "{model}", "{calibration}", "M{budget}", "{algorithm}", "metrics.csv"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "metrics.csv",
         ),
         raw=results_path(
-            "{model}", "{calibration}", "M{budget}", "{algorithm}", "lm_eval.json"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "lm_eval.json",
+        ),
+        samples=results_path(
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "samples.parquet",
         ),
     log:
-        log_path("evaluate", "{model}", "{calibration}", "M{budget}", "{algorithm}.log"),
+        log_path(
+            "evaluate",
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}.log",
+        ),
     benchmark:
         benchmark_path(
-            "evaluate", "{model}", "{calibration}", "M{budget}", "{algorithm}.tsv"
+            "evaluate",
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}.tsv",
         )
     conda:
         "../../envs/depthprune.yaml"
@@ -35,6 +70,7 @@ rule evaluate_selection:
         "depthprune --log-file {log:q} evaluate {RECOMPUTE[evaluate_selection]} {params.model}"
         " --selection {input.selection:q} {params.evaluation} {DATA_DIR_ARGS}"
         " --out-metrics {output.metrics:q} --out-raw {output.raw:q}"
+        " --out-samples {output.samples:q}"
 
 
 # The dense model: no --selection and no --removed (labels: calibration none, algorithm dense).
@@ -44,6 +80,7 @@ rule evaluate_dense:
     output:
         metrics=results_path("{model}", "dense", "metrics.csv"),
         raw=results_path("{model}", "dense", "lm_eval.json"),
+        samples=results_path("{model}", "dense", "samples.parquet"),
     log:
         log_path("evaluate", "{model}", "dense.log"),
     benchmark:
@@ -61,3 +98,4 @@ rule evaluate_dense:
         "depthprune --log-file {log:q} evaluate {RECOMPUTE[evaluate_dense]} {params.model}"
         " {params.evaluation} {DATA_DIR_ARGS}"
         " --out-metrics {output.metrics:q} --out-raw {output.raw:q}"
+        " --out-samples {output.samples:q}"

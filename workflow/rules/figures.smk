@@ -7,6 +7,7 @@ rule render:
         summary=rules.aggregate.output.summary,
         selections=rules.aggregate.output.selections,
         metrics=rules.aggregate.output.metrics,
+        samples=rules.aggregate.output.samples_parquet,
     output:
         **figure_outputs(),
         **table_outputs(),
@@ -17,9 +18,17 @@ rule render:
     params:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
         out_dir=lambda wildcards, output: os.path.dirname(output.figure1_png),
+        analysis=lambda wildcards: join_args(
+            [
+                ("--bootstrap-resamples", config["analysis"]["bootstrap_resamples"]),
+                ("--bootstrap-seed", config["analysis"]["bootstrap_seed"]),
+                ("--comparable-band", config["analysis"]["comparable_band"]),
+                ("--strong-rho", config["analysis"]["strong_rho"]),
+            ]
+        ),
     shell:
         "depthprune --log-file {log:q} render"
-        " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q}"
+        " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q} {params.analysis}"
 
 
 rule figures:

@@ -6,11 +6,11 @@ rule prior:
     input:
         model=prepared_model("{model}"),
     output:
-        results_path("{model}", "{calibration}", "prior.json"),
+        results_path("{model}", "{calibration}", "seed{seed}", "prior.json"),
     log:
-        log_path("prior", "{model}", "{calibration}.log"),
+        log_path("prior", "{model}", "{calibration}", "seed{seed}.log"),
     benchmark:
-        benchmark_path("prior", "{model}", "{calibration}.tsv")
+        benchmark_path("prior", "{model}", "{calibration}", "seed{seed}.tsv")
     conda:
         "../../envs/depthprune.yaml"
     threads: config["threads"]

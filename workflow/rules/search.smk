@@ -6,19 +6,41 @@
 rule search:
     input:
         model=prepared_model("{model}"),
-        prior=results_path("{model}", "{calibration}", "prior.json"),
+        prior=results_path("{model}", "{calibration}", "seed{seed}", "prior.json"),
     output:
         selection=results_path(
-            "{model}", "{calibration}", "M{budget}", "{algorithm}", "selection.json"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "selection.json",
         ),
         trace=results_path(
-            "{model}", "{calibration}", "M{budget}", "{algorithm}", "trace.csv"
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}",
+            "trace.csv",
         ),
     log:
-        log_path("search", "{model}", "{calibration}", "M{budget}", "{algorithm}.log"),
+        log_path(
+            "search",
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}.log",
+        ),
     benchmark:
         benchmark_path(
-            "search", "{model}", "{calibration}", "M{budget}", "{algorithm}.tsv"
+            "search",
+            "{model}",
+            "{calibration}",
+            "seed{seed}",
+            "M{budget}",
+            "{algorithm}.tsv",
         )
     conda:
         "../../envs/depthprune.yaml"

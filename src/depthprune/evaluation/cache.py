@@ -5,7 +5,8 @@ the SHA-256 of a canonical JSON payload holding everything that can change a fig
 removed set, evaluation settings, data identity, dtype/device, package versions), so a hit can be
 reused as is, relabelled with the caller's calibration/budget/algorithm.
 
-Layout: ``<root>/<sha>/lm_eval.json`` (raw lm-eval results) and ``<root>/<sha>/entry.json`` (key
+Layout: ``<root>/<sha>/lm_eval.json`` (raw lm-eval results), ``<root>/<sha>/samples.parquet``
+(per-document scores and per-window NLLs, for the bootstrap) and ``<root>/<sha>/entry.json`` (key
 payload, metrics, seconds), each written atomically, ``entry.json`` last: an entry exists only once
 it is complete. ``<root>/<sha>.lock`` (``fcntl.flock``) serialises jobs that want the same entry,
 so a second job waits for the first and then reads its result instead of evaluating again.
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 ENTRY = "entry.json"
 RAW = "lm_eval.json"
+SAMPLES = "samples.parquet"  # per-document scores and per-window NLLs (harness.SAMPLE_COLUMNS)
 
 
 def cache_key(payload: dict[str, Any]) -> str:
@@ -52,6 +54,7 @@ class CacheEntry:
     metrics: list[dict]  # unlabelled rows: benchmark, metric, value, stderr, n
     seconds: dict[str, float]  # per benchmark, of the run that filled the entry
     raw: dict  # lm-eval results (+ depthprune section)
+    samples: list[dict] | None = None  # per-document rows; None in entries written before they were kept
 
 
 class EvalCache:
@@ -72,11 +75,19 @@ class EvalCache:
             metrics=entry["metrics"],
             seconds=entry["seconds"],
             raw=read_json(folder / RAW),
+            samples=_read_samples(folder / SAMPLES),
         )
 
     def put(self, entry: CacheEntry) -> None:
         folder = self.entry_dir(entry.key)
         atomic_write_json(folder / RAW, entry.raw)
+        if entry.samples is not None:
+            import pandas as pd
+
+            from depthprune.io import atomic_write_parquet
+
+            frame = pd.DataFrame(entry.samples, columns=["benchmark", "unit", "metric", "value"])
+            atomic_write_parquet(folder / SAMPLES, frame.astype({"unit": "int64", "value": "float64"}))
         atomic_write_json(
             folder / ENTRY,
             {"key": entry.key, "payload": entry.payload, "metrics": entry.metrics, "seconds": entry.seconds},
@@ -110,3 +121,11 @@ class EvalCache:
                 return
             finally:
                 fh.close()  # closing releases the flock
+
+
+def _read_samples(path: Path) -> list[dict] | None:
+    if not path.is_file():
+        return None
+    import pandas as pd
+
+    return pd.read_parquet(path).to_dict("records")

@@ -41,6 +41,7 @@ def register(subparsers) -> None:
     add_recompute_arg(out)
     out.add_argument("--out-metrics", help="tidy metrics CSV to write (atomically)")
     out.add_argument("--out-raw", help="raw lm-eval results JSON to write (atomically)")
+    out.add_argument("--out-samples", help="per-document scores and per-window NLLs, Parquet (atomically)")
     parser.set_defaults(func=main)
 
 
@@ -137,7 +138,7 @@ def main(args) -> int:
         cache=cache,
         read_cache=not args.recompute,
     )
-    frame = write_outputs(evaluation, labels, settings, args.out_metrics, args.out_raw)
+    frame = write_outputs(evaluation, labels, settings, args.out_metrics, args.out_raw, args.out_samples)
     seconds = time.perf_counter() - start
     source = f"cache hit {evaluation.cache_key[:12]}" if evaluation.cache_hit else "evaluated"
     print(f"{labels.model} removed=[{' '.join(map(str, removed))}] "

@@ -142,6 +142,36 @@ class TaskRun:
     results: dict  # lm-eval's results dict (JSON-clean, no samples)
     metrics: list[MetricValue]
     seconds: float
+    samples: list[dict] | None = None  # per-document rows (``sample_rows``), kept for the bootstrap
+
+
+SAMPLE_COLUMNS = ["benchmark", "unit", "metric", "value"]
+
+
+def sample_rows(task: str, logged: list[dict]) -> list[dict]:
+    """lm-eval's ``log_samples`` records of one task as tidy rows ``SAMPLE_COLUMNS``.
+
+    One row per (document, per-document metric): the metrics lm-eval scored the document with
+    (``acc``, ``acc_norm``; LAMBADA's per-document ``perplexity`` is its log-likelihood), the gold
+    ``target`` when it is an index, and ``loglik_<i>``: the log-likelihood of candidate ``i``. Documents
+    are keyed by lm-eval's ``doc_id`` (``unit``), identical across models, which is what lets the
+    bootstrap resample the same documents for every model (docs/method.md §7).
+    """
+    rows = []
+    for sample in logged:
+        doc = int(sample["doc_id"])
+        for metric in sample.get("metrics", []):
+            value = sample.get(metric)
+            if isinstance(value, bool) or isinstance(value, (int, float)):
+                rows.append({"benchmark": task, "unit": doc, "metric": metric, "value": float(value)})
+        target = sample.get("target")
+        if isinstance(target, int) and not isinstance(target, bool):
+            rows.append({"benchmark": task, "unit": doc, "metric": "target", "value": float(target)})
+        for i, resp in enumerate(sample.get("filtered_resps") or []):
+            loglik = resp[0] if isinstance(resp, (list, tuple)) and resp else resp
+            if isinstance(loglik, (int, float)) and not isinstance(loglik, bool):
+                rows.append({"benchmark": task, "unit": doc, "metric": f"loglik_{i}", "value": float(loglik)})
+    return rows
 
 
 def run_task(lm, manager, task: str, *, limit: int | None, bootstrap_iters: int) -> TaskRun:
@@ -166,16 +196,18 @@ def run_task(lm, manager, task: str, *, limit: int | None, bootstrap_iters: int)
             num_fewshot=None,  # the task's default, 0 for all of ours (checked below); 0 here only warns
             limit=limit,
             bootstrap_iters=bootstrap_iters,
-            log_samples=False,
+            log_samples=True,  # per-document scores, for the paired bootstrap over documents
             task_manager=manager,
         )
     seconds = time.perf_counter() - start
+    logged = (results.pop("samples", None) or {}).get(task, [])
+    samples = sample_rows(task, logged)
     results = json.loads(json.dumps(results, default=handle_non_serializable))
     if results["n-shot"].get(task, 0) != 0:
         raise ValueError(f"lm-eval task {task!r} ran {results['n-shot'][task]}-shot; the protocol is 0-shot")
     metrics = metrics_from_results(results, task)
     log.info("%s: %s in %.1fs", task, ", ".join(f"{m.metric} {m.value:.4f}" for m in metrics), seconds)
-    return TaskRun(task=task, results=results, metrics=metrics, seconds=seconds)
+    return TaskRun(task=task, results=results, metrics=metrics, seconds=seconds, samples=samples)
 
 
 def metrics_from_results(results: dict, task: str) -> list[MetricValue]:

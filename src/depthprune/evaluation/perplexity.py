@@ -83,9 +83,23 @@ class PerplexityResult:
     n_windows: int
     seq_len: int
     seconds: float
+    # Summed NLL of each window (per-window perplexities for the bootstrap); kept out of to_dict()
+    # so the raw JSON stays small: the samples table stores them.
+    window_nll: tuple[float, ...] = ()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("window_nll")
+        return out
+
+    def sample_rows(self) -> list[dict]:
+        """One ``nll_sum`` and one ``n_tokens`` row per window (``harness.SAMPLE_COLUMNS``)."""
+        per_window = self.seq_len - 1
+        rows = []
+        for i, nll in enumerate(self.window_nll):
+            rows.append({"benchmark": self.benchmark, "unit": i, "metric": "nll_sum", "value": float(nll)})
+            rows.append({"benchmark": self.benchmark, "unit": i, "metric": "n_tokens", "value": float(per_window)})
+        return rows
 
 
 def local_corpus_file(benchmark: str, data_dir: str | Path) -> Path:
@@ -187,6 +201,7 @@ def perplexity_of_windows(model, windows: torch.Tensor, batch_size: int, benchma
         n_windows=len(windows),
         seq_len=int(windows.shape[1]),
         seconds=time.perf_counter() - start,
+        window_nll=tuple(float(v) for v in sums),
     )
 
 

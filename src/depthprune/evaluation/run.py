@@ -61,6 +61,9 @@ class Evaluation:
     cache_key: str | None = None
     cache_hit: bool = False
     details: dict = field(default_factory=dict)
+    # Per-document / per-window scores (rows of harness.SAMPLE_COLUMNS); None for a cache entry
+    # written before they were kept.
+    samples: list[dict] | None = None
 
 
 def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Evaluation:
@@ -73,6 +76,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
     seconds: dict[str, float] = {}
     perplexity: dict[str, dict] = {}
     runs = []
+    samples: list[dict] = []
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
         for benchmark in (b for b in settings.benchmarks if b in PERPLEXITY_BENCHMARKS):
@@ -84,6 +88,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
             metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
             seconds[benchmark] = result.seconds
             perplexity[benchmark] = result.to_dict()
+            samples.extend(result.sample_rows())
         tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
         if tasks:
             with harness.task_manager(settings.data_dir, tasks) as manager:
@@ -95,9 +100,10 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
                     metrics.extend(run.metrics)
                     seconds[task] = run.seconds
                     runs.append(run.results)
+                    samples.extend(run.samples or [])
     raw = harness.merge_results(runs)
     raw["depthprune"] = {"removed": list(removed), "perplexity": perplexity, "seconds": seconds}
-    return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw)
+    return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw, samples=samples)
 
 
 def check_data(settings: EvalSettings) -> None:
@@ -173,6 +179,10 @@ def evaluate_removed(
         return _compute(load, removed, settings, key, payload)
     with cache.lock(key):
         entry = cache.get(key) if read_cache else None
+        if entry is not None and entry.samples is None:
+            # Written before per-document results were kept: evaluate again (once) to add them.
+            log.info("evaluation cache entry %s lacks per-document results; re-evaluating", key[:12])
+            entry = None
         if entry is not None:
             log.info("evaluation cache hit %s (removed %r)", key[:12], format_layers(removed))
             return Evaluation(
@@ -182,6 +192,7 @@ def evaluate_removed(
                 raw=entry.raw,
                 cache_key=key,
                 cache_hit=True,
+                samples=entry.samples,
             )
         evaluation = _compute(load, removed, settings, key, payload)
         cache.put(
@@ -191,6 +202,7 @@ def evaluate_removed(
                 metrics=[dataclasses.asdict(m) for m in evaluation.metrics],
                 seconds=evaluation.seconds,
                 raw=evaluation.raw,
+                samples=evaluation.samples,
             )
         )
         return evaluation
@@ -250,15 +262,52 @@ def raw_document(evaluation: Evaluation, labels: Labels, settings: EvalSettings)
     return raw
 
 
+def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings):
+    """Labelled per-document table: ``SAMPLES_COLUMNS``; ``headline`` marks the rows the bootstrap
+    resamples (the headline accuracy metric of a task; ``nll_sum``/``n_tokens`` of a perplexity)."""
+    import pandas as pd
+
+    if evaluation.samples is None:
+        raise ValueError(
+            f"evaluation cache entry {evaluation.cache_key} predates per-document results; "
+            "delete it (or pass --no-eval-cache) to re-evaluate"
+        )
+    frame = pd.DataFrame(evaluation.samples, columns=["benchmark", "unit", "metric", "value"])
+    headline = [
+        metric in ("nll_sum", "n_tokens") if benchmark in PERPLEXITY_BENCHMARKS
+        else metric == settings.headline_metric(benchmark)
+        for benchmark, metric in zip(frame["benchmark"], frame["metric"])
+    ]  # fmt: skip
+    labelled = pd.DataFrame({
+        "model": labels.model, "calibration": labels.calibration, "budget": labels.budget,
+        "algorithm": labels.algorithm, "removed": format_layers(evaluation.removed),
+    }, index=frame.index)  # fmt: skip
+    out = pd.concat([labelled, frame], axis=1)
+    out["headline"] = pd.Series(headline, index=frame.index, dtype=bool)
+    out["unit"] = out["unit"].astype("int64")
+    out["budget"] = out["budget"].astype("int64")
+    return out[SAMPLES_COLUMNS]
+
+
+SAMPLES_COLUMNS = [
+    "model", "calibration", "budget", "algorithm", "removed", "benchmark", "unit", "metric", "value", "headline",
+]  # fmt: skip
+
+
 def write_outputs(
     evaluation: Evaluation,
     labels: Labels,
     settings: EvalSettings,
     out_metrics: str | Path | None,
     out_raw: str | Path | None,
+    out_samples: str | Path | None = None,
 ):
-    """Write metrics.csv and the raw JSON atomically; returns the metrics frame."""
+    """Write metrics.csv, the raw JSON and the per-document Parquet atomically; returns the metrics frame."""
     frame = metrics_frame(evaluation, labels, settings)
+    if out_samples:
+        from depthprune.io import atomic_write_parquet
+
+        atomic_write_parquet(out_samples, samples_frame(evaluation, labels, settings))
     if out_raw:
         atomic_write_json(out_raw, raw_document(evaluation, labels, settings))
     if out_metrics:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -29,6 +30,9 @@ from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers,
 log = logging.getLogger(__name__)
 
 KEY = ["model", "calibration", "budget", "algorithm"]
+# Several seeds (config `seeds:`) give one run per KEY and seed; analyses work on one seed at a time.
+RUN_KEY = KEY + ["seed"]
+SEED_DIR = re.compile(r"^seed(\d+)$")
 
 PERPLEXITY_BENCHMARKS = ("wikitext2", "c4", "lambada_openai")
 ZERO_SHOT_BENCHMARKS = ("hellaswag", "winogrande", "arc_easy", "arc_challenge", "piqa", "boolq")
@@ -47,10 +51,17 @@ SELECTION_COLUMNS = [
 ]  # fmt: skip
 SUMMARY_SELECTION_COLUMNS = [
     "removed", "n_layers", "loss", "calibration_perplexity", "calibration_accuracy",
-    "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds", "seed",
+    "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds",
 ]  # fmt: skip
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
+SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
+SAMPLES_COLUMNS = [
+    "model", "calibration", "budget", "algorithm", "removed", "benchmark", "unit", "metric", "value", "headline",
+]  # fmt: skip
+# Averages and accuracies are rounded to this many decimals so that equal accuracies (fractions of
+# counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
+TIE_DECIMALS = 9
 DENSE_CALIBRATION = "none"
 DENSE_ALGORITHM = "dense"
 
@@ -71,9 +82,57 @@ def discover_result_files(results_dir: str | Path) -> tuple[list[Path], list[Pat
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"--results {root}: directory not found")
-    selections = sorted(root.glob("*/*/M*/*/selection.json"))
-    metrics = sorted(root.glob("*/*/M*/*/metrics.csv")) + sorted(root.glob("*/dense/metrics.csv"))
+    # results/<model>/<calibration>/seed<k>/M<M>/<algorithm>/ (and the layout before seeds, without seed<k>)
+    selections = sorted(root.glob("*/*/seed*/M*/*/selection.json")) + sorted(root.glob("*/*/M*/*/selection.json"))
+    metrics = (
+        sorted(root.glob("*/*/seed*/M*/*/metrics.csv"))
+        + sorted(root.glob("*/*/M*/*/metrics.csv"))
+        + sorted(root.glob("*/dense/metrics.csv"))
+    )
     return selections, metrics
+
+
+def discover_samples(results_dir: str | Path) -> list[Path]:
+    """samples.parquet files next to the metrics.csv files of the Snakemake layout."""
+    root = Path(results_dir)
+    return (
+        sorted(root.glob("*/*/seed*/M*/*/samples.parquet"))
+        + sorted(root.glob("*/*/M*/*/samples.parquet"))
+        + sorted(root.glob("*/dense/samples.parquet"))
+    )
+
+
+def path_seed(path: Path) -> int | None:
+    """The k of a ``seed<k>`` folder in ``path`` (None outside the seeds layout, e.g. the dense model)."""
+    for part in Path(path).parts:
+        match = SEED_DIR.match(part)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def assign_seeds(frame: pd.DataFrame, selections: pd.DataFrame) -> pd.DataFrame:
+    """Give every row a ``seed``: its ``seed<k>`` folder, else the seed of the only selection with its
+    KEY, else 0; the dense model (no seed) is repeated once per seed so each seed's slice is complete."""
+    frame = frame.copy()
+    if "seed" not in frame:
+        frame["seed"] = [path_seed(Path(p)) for p in frame["source"]] if "source" in frame else None
+    frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce")
+    if not selections.empty:
+        unique = selections.groupby(KEY)["seed"].agg(lambda s: s.iloc[0] if s.nunique() == 1 else np.nan)
+        missing = frame["seed"].isna() & (frame["algorithm"] != DENSE_ALGORITHM)
+        if missing.any():
+            keys = pd.MultiIndex.from_frame(frame.loc[missing, KEY])
+            frame.loc[missing, "seed"] = unique.reindex(keys).to_numpy()
+    seeds = sorted(int(v) for v in selections["seed"].dropna().unique()) if not selections.empty else []
+    seeds = seeds or [0]
+    dense = frame["algorithm"] == DENSE_ALGORITHM
+    parts = [frame[~dense].assign(seed=frame.loc[~dense, "seed"].fillna(0))]
+    if dense.any():
+        parts += [frame[dense].assign(seed=seed) for seed in seeds]
+    out = pd.concat(parts, ignore_index=True)
+    out["seed"] = out["seed"].astype(int)
+    return out
 
 
 def read_selection(path: Path) -> dict:
@@ -141,7 +200,7 @@ class Aggregate:
 def aggregate(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> Aggregate:
     """Build the three aggregate tables from explicit file lists."""
     selections = _selections_frame([Path(p) for p in selection_files])
-    metrics = _metrics_frame([Path(p) for p in metrics_files])
+    metrics = assign_seeds(_metrics_frame([Path(p) for p in metrics_files]), selections)
     _check_consistency(selections, metrics)
     summary = build_summary(selections, metrics)
     return Aggregate(selections=selections, metrics=metrics, summary=summary)
@@ -150,7 +209,6 @@ def aggregate(selection_files: Sequence[str | Path], metrics_files: Sequence[str
 def _selections_frame(paths: list[Path]) -> pd.DataFrame:
     rows = [read_selection(p) for p in paths]
     frame = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
-    _raise_on_duplicates(frame, "selection.json")
     numeric = [
         c
         for c in SELECTION_COLUMNS
@@ -158,9 +216,11 @@ def _selections_frame(paths: list[Path]) -> pd.DataFrame:
     ]
     for col in numeric:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    frame["seed"] = frame["seed"].fillna(0).astype(int)  # selection.json before seeds: seed 0
+    _raise_on_duplicates(frame, "selection.json", RUN_KEY)
     frame["budget"] = frame["budget"].astype(int)
     frame["n_layers"] = frame["n_layers"].astype(int)
-    return frame.sort_values(KEY, kind="stable").reset_index(drop=True)
+    return frame.sort_values(RUN_KEY, kind="stable").reset_index(drop=True)
 
 
 def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
@@ -172,7 +232,8 @@ def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=METRICS_COLUMNS + ["source"])
     metrics = pd.concat(frames, ignore_index=True)
-    dup = metrics.duplicated(KEY + ["benchmark", "metric"], keep=False)
+    metrics["seed"] = [path_seed(Path(p)) for p in metrics["source"]]
+    dup = metrics.duplicated(KEY + ["seed", "benchmark", "metric"], keep=False)
     if dup.any():
         first = metrics[dup].iloc[0]
         files = sorted(set(metrics[dup & (metrics["benchmark"] == first["benchmark"])]["source"]))
@@ -183,11 +244,11 @@ def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
     return metrics.sort_values(KEY + ["benchmark", "metric"], kind="stable").reset_index(drop=True)
 
 
-def _raise_on_duplicates(frame: pd.DataFrame, what: str) -> None:
-    dup = frame.duplicated(KEY, keep=False)
+def _raise_on_duplicates(frame: pd.DataFrame, what: str, key=KEY) -> None:
+    dup = frame.duplicated(key, keep=False)
     if dup.any():
         first = frame[dup].iloc[0]
-        same = frame[(frame[KEY] == first[KEY]).all(axis=1)]
+        same = frame[(frame[key] == first[key]).all(axis=1)]
         raise ValueError(f"two {what} files for {_key_text(first)}: {', '.join(same['source'])}")
 
 
@@ -199,8 +260,8 @@ def _check_consistency(selections: pd.DataFrame, metrics: pd.DataFrame) -> None:
     """A metrics.csv must evaluate the set its selection.json removed; otherwise it is stale."""
     if selections.empty or metrics.empty:
         return
-    evaluated = metrics.drop_duplicates(KEY + ["removed"])[KEY + ["removed", "source"]]
-    joined = selections[KEY + ["removed"]].merge(evaluated, on=KEY, suffixes=("", "_metrics"))
+    evaluated = metrics.drop_duplicates(RUN_KEY + ["removed"])[RUN_KEY + ["removed", "source"]]
+    joined = selections[RUN_KEY + ["removed"]].merge(evaluated, on=RUN_KEY, suffixes=("", "_metrics"))
     stale = joined[joined["removed"] != joined["removed_metrics"]]
     if not stale.empty:
         row = stale.iloc[0]
@@ -214,47 +275,81 @@ def headline_values(metrics: pd.DataFrame) -> pd.DataFrame:
     """Wide frame: one row per key, one column per benchmark (``ppl_``/``acc_`` + benchmark)."""
     head = metrics[metrics["headline"].astype(bool)].copy()
     if head.empty:
-        return pd.DataFrame(columns=KEY)
-    dup = head.duplicated(KEY + ["benchmark"], keep=False)
+        return pd.DataFrame(columns=RUN_KEY)
+    dup = head.duplicated(RUN_KEY + ["benchmark"], keep=False)
     if dup.any():
         row = head[dup].iloc[0]
         raise ValueError(f"{row['source']}: more than one headline metric for benchmark {row['benchmark']}")
     head["column"] = np.where(head["metric"] == "perplexity", "ppl_", "acc_") + head["benchmark"]
-    return head.pivot(index=KEY, columns="column", values="value").reset_index().rename_axis(columns=None)
+    return head.pivot(index=RUN_KEY, columns="column", values="value").reset_index().rename_axis(columns=None)
 
 
 def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, calibration, budget, algorithm) found in either input, dense included."""
+    if "seed" not in metrics:
+        metrics = metrics.assign(seed=0)
+    if "seed" not in selections:
+        selections = selections.assign(seed=0)
     wide = headline_values(metrics)
-    keys = pd.concat([selections[KEY], wide[KEY], metrics[KEY]]).drop_duplicates()
-    summary = keys.merge(selections[KEY + SUMMARY_SELECTION_COLUMNS], on=KEY, how="left")
-    summary = summary.merge(wide, on=KEY, how="left")
+    keys = pd.concat([selections[RUN_KEY], wide[RUN_KEY], metrics[RUN_KEY]]).drop_duplicates()
+    keys["seed"] = keys["seed"].astype(int)
+    summary = keys.merge(selections[RUN_KEY + SUMMARY_SELECTION_COLUMNS], on=RUN_KEY, how="left")
+    summary = summary.merge(wide.astype({"seed": int}), on=RUN_KEY, how="left")
     for col in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS:
         if col not in summary:
             summary[col] = np.nan
     if not metrics.empty:
         # Dense rows (and evaluations without a selection.json) take the removed set from metrics.csv.
-        removed = metrics.drop_duplicates(KEY)[KEY + ["removed"]].rename(columns={"removed": "removed_metrics"})
-        summary = summary.merge(removed, on=KEY, how="left")
+        removed = metrics.drop_duplicates(RUN_KEY)[RUN_KEY + ["removed"]].rename(columns={"removed": "removed_metrics"})
+        summary = summary.merge(removed.astype({"seed": int}), on=RUN_KEY, how="left")
         summary["removed"] = summary["removed"].fillna(summary["removed_metrics"])
         summary = summary.drop(columns="removed_metrics")
     summary["removed"] = summary["removed"].fillna("")
     # mean(skipna=False): an average with a missing part is NaN, never a partial mean.
     summary["avg_perplexity"] = summary[list(PERPLEXITY_COLUMNS)].mean(axis=1, skipna=False)
     summary["avg_accuracy"] = summary[list(ACCURACY_COLUMNS)].mean(axis=1, skipna=False)
+    rounded = list(ACCURACY_COLUMNS) + ["avg_accuracy", "avg_perplexity"]
+    summary[rounded] = summary[rounded].round(TIE_DECIMALS)
     summary.insert(4, "calibration_kind", summary["calibration"].map(calibration_kind))
     extra = sorted(
         c for c in summary.columns if c.startswith(("ppl_", "acc_")) and c not in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS
     )
     ordered = (
-        KEY + ["calibration_kind"] + SUMMARY_SELECTION_COLUMNS + list(PERPLEXITY_COLUMNS) + ["avg_perplexity"]
+        RUN_KEY + ["calibration_kind"] + SUMMARY_SELECTION_COLUMNS + list(PERPLEXITY_COLUMNS) + ["avg_perplexity"]
         + list(ACCURACY_COLUMNS) + ["avg_accuracy"] + extra
     )  # fmt: skip
     summary["budget"] = summary["budget"].astype(int)
-    return summary[ordered].sort_values(KEY, kind="stable").reset_index(drop=True)
+    return summary[ordered].sort_values(RUN_KEY, kind="stable").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- files
+
+
+def collect_samples(paths: Sequence[str | Path], selections: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Concatenate per-run samples.parquet files (written by ``depthprune evaluate --out-samples``)."""
+    frames = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: samples file not found")
+        try:
+            frames.append(pd.read_parquet(path).assign(source=str(path)))
+        except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
+            raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+    if not frames:
+        return pd.DataFrame(columns=SAMPLES_COLUMNS + ["seed"])
+    out = pd.concat(frames, ignore_index=True)
+    out = assign_seeds(out, selections if selections is not None else pd.DataFrame()).drop(columns="source")
+    dup = out.duplicated(RUN_KEY + ["benchmark", "unit", "metric"])
+    if dup.any():
+        row = out[dup].iloc[0]
+        raise ValueError(f"per-document results for {_key_text(row)} {row['benchmark']} appear more than once")
+    return out
+
+
+def write_samples(samples: pd.DataFrame, out_dir: str | Path) -> Path:
+    path = Path(out_dir) / f"{SAMPLES}.parquet"
+    atomic_write_parquet(path, samples)
+    return path
 
 
 def write_aggregate(agg: Aggregate, out_dir: str | Path) -> list[Path]:

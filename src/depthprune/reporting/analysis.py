@@ -4,8 +4,10 @@
   pruned sets of one (model, M, calibration) cell, and full overlap |∩S_i| / |∪S_i|.
 - Pairwise Jaccard within a calibration (different algorithms) and across calibrations (§5.1).
 - Spearman ρ between average perplexity and average accuracy across algorithms (Figure 3, §5.3).
-- Two-way variance decomposition over the calibration × algorithm grid (§5.2): how much of the
-  variance in log10 average perplexity / average accuracy the calibration explains versus the search.
+- §5.2 as the paper measures it: the largest shift of the averages from changing the calibration
+  versus from changing the algorithm (``range_statistic``), and the two-way decomposition with
+  degrees of freedom and interaction (``variance_decomposition``), over the paper's two calibrations.
+- Intervals from the paired document bootstrap (``reporting/bootstrap.py``) when per-document results exist.
 """
 
 from __future__ import annotations
@@ -146,24 +148,34 @@ def jaccard_summary(pairs: pd.DataFrame) -> pd.DataFrame:
     return out[["model", "budget", "relation", "calibrations", "n_pairs", "mean_jaccard"]].reset_index(drop=True)
 
 
-def spearman_table(summary: pd.DataFrame) -> pd.DataFrame:
+def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     """Spearman ρ (and p-value) between avg perplexity and avg accuracy across algorithms, per cell.
 
-    ρ is computed on the raw values (spec §7): negative means that lower perplexity goes with higher
-    accuracy. Algorithms with a missing average are left out (``n`` says how many were used); with
-    fewer than three points, or a constant column, ρ is NaN.
+    ρ is computed on the raw values, as the paper's Figure 3 (docs/method.md §7): a NEGATIVE ρ means
+    that lower perplexity goes with higher accuracy (the two rankings agree: alignment); a positive
+    ρ means the algorithms with lower perplexity reach lower accuracy (misalignment). Averages are
+    rounded (aggregate.TIE_DECIMALS) so equal accuracies tie. Algorithms with a missing average are
+    left out (``n`` says how many were used); with fewer than three points, or a constant column, ρ
+    is NaN. With bootstrap replicates (``reps``), ``rho_ci_low``/``rho_ci_high`` is the 95 % interval.
     """
+    from depthprune.reporting.bootstrap import interval, spearman_rows
+
     rows = []
     pruned = sort_frame(summary[summary["algorithm"] != DENSE_ALGORITHM])
     for (model, budget, calibration), group in pruned.groupby(["model", "budget", "calibration"], sort=False):
         valid = group.dropna(subset=["avg_perplexity", "avg_accuracy"])
         rho, p_value, note = _spearman(valid["avg_perplexity"].to_numpy(), valid["avg_accuracy"].to_numpy())
+        lo = hi = float("nan")
+        if reps is not None and len(valid) >= 3:
+            lo, hi = interval(spearman_rows(reps.aligned(valid, "avg_perplexity"), reps.aligned(valid, "avg_accuracy")))
         rows.append({
             "model": model, "budget": budget, "calibration": calibration,
             "calibration_kind": calibration_kind(calibration), "n": len(valid),
-            "n_algorithms": len(group), "rho": rho, "p_value": p_value, "note": note,
+            "n_algorithms": len(group), "rho": rho, "rho_ci_low": lo, "rho_ci_high": hi,
+            "p_value": p_value, "note": note,
         })  # fmt: skip
-    columns = ["model", "budget", "calibration", "calibration_kind", "n", "n_algorithms", "rho", "p_value", "note"]
+    columns = ["model", "budget", "calibration", "calibration_kind", "n", "n_algorithms", "rho", "rho_ci_low",
+               "rho_ci_high", "p_value", "note"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -179,58 +191,152 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float, str]:
 
 
 RESPONSES = {
-    "log10_avg_perplexity": lambda s: np.log10(s["avg_perplexity"].where(s["avg_perplexity"] > 0)),
-    "avg_accuracy": lambda s: s["avg_accuracy"],
+    # §5.2 measures perplexity in orders of magnitude and accuracy in points.
+    "log10_avg_perplexity": ("avg_perplexity", lambda v: np.log10(np.where(v > 0, v, np.nan))),
+    "avg_accuracy_points": ("avg_accuracy", lambda v: 100 * v),
 }
 
 
-def variance_decomposition(summary: pd.DataFrame) -> pd.DataFrame:
-    """Two-way (calibration × algorithm, one run per cell) sum-of-squares decomposition per (model, M).
+def paper_grid(group: pd.DataFrame, response: str, reps=None) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """(1, A, C) observed and (B, A, C) replicate grids of one (model, M) cell over the paper's two
+    calibrations (never a cross-control such as ppl_cs170k) and the algorithms run under both."""
+    column, transform = RESPONSES[response]
+    cells = group[group["calibration"].isin(PAPER_CALIBRATIONS)].dropna(subset=[column])
+    pivot = cells.pivot(index="algorithm", columns="calibration", values=column)
+    pivot = pivot.reindex(columns=[c for c in PAPER_CALIBRATIONS if c in pivot.columns]).dropna(axis=0, how="any")
+    algorithms = sorted(pivot.index, key=algorithm_sort_key)
+    pivot = pivot.loc[algorithms]
+    observed = transform(pivot.to_numpy(dtype=float))[None]
+    replicates = None
+    if reps is not None and pivot.shape[1] == 2 and len(algorithms):
+        keyed = [
+            cells[(cells["algorithm"] == a) & (cells["calibration"] == c)].iloc[0]
+            for a in algorithms for c in pivot.columns
+        ]  # fmt: skip
+        values = reps.aligned(pd.DataFrame(keyed), column).reshape(reps.n_resamples, len(algorithms), pivot.shape[1])
+        replicates = transform(values)
+    return observed, replicates, algorithms
 
-    share_calibration = SS_calibration / SS_total, share_algorithm = SS_algorithm / SS_total and
-    share_residual = the rest (the interaction: with one run per cell it cannot be told from noise).
-    Computed on the complete grid only: algorithms that lack a value under some calibration are
-    dropped (``n_algorithms`` says how many remain). ``calibration_set`` is ``all`` (every calibration
-    run) and, when more were run, ``paper`` (ppl_c4 and tlm_cs170k only, the paper's grid).
+
+def range_statistic(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
+    """The paper's §5.2 statistic per (model, M) and pooled (max over cells, as the paper reports).
+
+    ``shift_calibration``: largest change when only the calibration changes (same algorithm and M);
+    ``shift_algorithm``: largest change when only the algorithm changes (same calibration and M);
+    ``ratio`` = calibration / algorithm. Accuracy in points, perplexity in orders of magnitude
+    (log10). Intervals from the paired document bootstrap when ``reps`` is given.
     """
+    from depthprune.reporting.bootstrap import interval, range_shifts
+
+    rows = []
+    pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
+    pooled: dict[str, list] = {r: [] for r in RESPONSES}
+    for (model, budget), group in pruned.groupby(CELL, sort=True):
+        for response in RESPONSES:
+            observed, replicates, algorithms = paper_grid(group, response, reps)
+            if observed.shape[2] < 2 or observed.shape[1] < 2:
+                continue
+            obs = range_shifts(observed)
+            rep = range_shifts(replicates) if replicates is not None else None
+            pooled[response].append((obs, rep))
+            rows.append(_range_row(model, budget, response, len(algorithms), obs, rep))
+    for response, parts in pooled.items():
+        if not parts:
+            continue
+        obs = tuple(np.nanmax(np.stack([p[0][i] for p in parts]), axis=0) for i in range(2))
+        rep = None
+        if all(p[1] is not None for p in parts):
+            rep = tuple(np.nanmax(np.stack([p[1][i] for p in parts]), axis=0) for i in range(2))
+        rows.append(_range_row("all", "all", response, None, obs, rep))
+    columns = ["model", "budget", "response", "n_algorithms", "shift_calibration", "shift_calibration_ci_low",
+               "shift_calibration_ci_high", "shift_algorithm", "shift_algorithm_ci_low", "shift_algorithm_ci_high",
+               "ratio", "ratio_ci_low", "ratio_ci_high"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _range_row(model, budget, response, n_algorithms, obs, rep) -> dict:
+    from depthprune.reporting.bootstrap import interval
+
+    nan2 = (float("nan"), float("nan"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = obs[0] / obs[1]
+        rep_ratio = rep[0] / rep[1] if rep is not None else None
+    cal_ci = interval(rep[0]) if rep is not None else nan2
+    alg_ci = interval(rep[1]) if rep is not None else nan2
+    ratio_ci = interval(rep_ratio) if rep is not None else nan2
+    return {
+        "model": model, "budget": budget, "response": response, "n_algorithms": n_algorithms,
+        "shift_calibration": float(obs[0][0]), "shift_calibration_ci_low": cal_ci[0],
+        "shift_calibration_ci_high": cal_ci[1], "shift_algorithm": float(obs[1][0]),
+        "shift_algorithm_ci_low": alg_ci[0], "shift_algorithm_ci_high": alg_ci[1],
+        "ratio": float(ratio[0]), "ratio_ci_low": ratio_ci[0], "ratio_ci_high": ratio_ci[1],
+    }  # fmt: skip
+
+
+def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
+    """Two-way (calibration × algorithm, one run per cell) decomposition per (model, M), the paper's
+    two calibrations only: shares of SS_total for calibration (df C−1), algorithm (df A−1) and their
+    interaction (df (A−1)(C−1), with one run per cell also the residual), mean squares SS/df, and
+    bootstrap intervals of the shares when ``reps`` is given.
+    """
+    from depthprune.reporting.bootstrap import interval, two_way
+
     rows = []
     pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
     for (model, budget), group in pruned.groupby(CELL, sort=True):
-        calibrations = sorted(group["calibration"].unique(), key=calibration_sort_key)
-        subsets = [("all", calibrations)]
-        if set(PAPER_CALIBRATIONS) < set(calibrations):
-            subsets.append(("paper", list(PAPER_CALIBRATIONS)))
-        for set_name, cals in subsets:
-            for response, extract in RESPONSES.items():
-                cells = group[group["calibration"].isin(cals)].assign(y=lambda g: extract(g))
-                grid = cells.pivot(index="algorithm", columns="calibration", values="y").dropna(axis=0, how="any")
-                rows.append({
-                    "model": model, "budget": budget, "calibration_set": set_name,
-                    "calibrations": " ".join(cals), "response": response,
-                    **two_way_shares(grid.to_numpy(dtype=float)),
-                })  # fmt: skip
+        for response in RESPONSES:
+            observed, replicates, algorithms = paper_grid(group, response, reps)
+            n_alg, n_cal = observed.shape[1], observed.shape[2]
+            row = {"model": model, "budget": budget, "calibrations": " ".join(PAPER_CALIBRATIONS),
+                   "response": response, "n_calibrations": n_cal, "n_algorithms": n_alg}  # fmt: skip
+            if n_alg >= 2 and n_cal >= 2:
+                obs = two_way(observed)
+                rep = two_way(replicates) if replicates is not None else None
+                for name, value in obs.items():
+                    row[name] = float(value[0])
+                for name in ("share_calibration", "share_algorithm", "share_interaction"):
+                    lo, hi = interval(rep[name]) if rep is not None else (float("nan"), float("nan"))
+                    row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
+            rows.append(row)
     columns = [
-        "model", "budget", "calibration_set", "calibrations", "response", "n_calibrations", "n_algorithms",
-        "ss_total", "share_calibration", "share_algorithm", "share_residual",
+        "model", "budget", "calibrations", "response", "n_calibrations", "n_algorithms", "ss_total",
+        "df_calibration", "df_algorithm", "df_interaction",
+        "share_calibration", "share_calibration_ci_low", "share_calibration_ci_high",
+        "share_algorithm", "share_algorithm_ci_low", "share_algorithm_ci_high",
+        "share_interaction", "share_interaction_ci_low", "share_interaction_ci_high",
+        "ms_calibration", "ms_algorithm", "ms_interaction",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
-def two_way_shares(grid: np.ndarray) -> dict:
-    """Main-effect shares of the total sum of squares; ``grid`` is algorithms (rows) × calibrations."""
-    n_alg, n_cal = grid.shape if grid.ndim == 2 else (0, 0)
-    out = {"n_calibrations": n_cal, "n_algorithms": n_alg}
-    nan = float("nan")
-    if n_alg < 2 or n_cal < 2:
-        return {**out, "ss_total": nan, "share_calibration": nan, "share_algorithm": nan, "share_residual": nan}
-    grand = grid.mean()
-    ss_total = float(((grid - grand) ** 2).sum())
-    ss_cal = float(n_alg * ((grid.mean(axis=0) - grand) ** 2).sum())
-    ss_alg = float(n_cal * ((grid.mean(axis=1) - grand) ** 2).sum())
-    if ss_total == 0:
-        return {**out, "ss_total": 0.0, "share_calibration": nan, "share_algorithm": nan, "share_residual": nan}
-    share_cal, share_alg = ss_cal / ss_total, ss_alg / ss_total
-    return {
-        **out, "ss_total": ss_total, "share_calibration": share_cal, "share_algorithm": share_alg,
-        "share_residual": max(0.0, 1.0 - share_cal - share_alg),
-    }  # fmt: skip
+def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
+    """The summary plus 95 % intervals of the averages and each algorithm's difference to one-shot
+    (same model, calibration and M; paired: the same resampled documents for both)."""
+    from depthprune.reporting.bootstrap import interval
+
+    out = summary.copy()
+    base = out[out["algorithm"] == "one_shot"].set_index(["model", "calibration", "budget"])["avg_accuracy"]
+    keys = list(zip(out["model"], out["calibration"], out["budget"]))
+    out["diff_one_shot"] = [
+        (acc - base[k]) if k in base.index and alg != DENSE_ALGORITHM else np.nan
+        for k, acc, alg in zip(keys, out["avg_accuracy"], out["algorithm"])
+    ]
+    out["diff_one_shot"] = out["diff_one_shot"].round(9)
+    names = ["avg_acc_ci_low", "avg_acc_ci_high", "avg_ppl_ci_low", "avg_ppl_ci_high",
+             "diff_one_shot_ci_low", "diff_one_shot_ci_high"]  # fmt: skip
+    for name in names:
+        out[name] = np.nan
+    if reps is None or out.empty:
+        return out
+    acc = reps.aligned(out, "avg_accuracy")
+    ppl = reps.aligned(out, "avg_perplexity")
+    base_rows = out.assign(algorithm="one_shot")
+    acc_base = reps.aligned(base_rows, "avg_accuracy")
+    for j in range(len(out)):
+        out.iloc[j, out.columns.get_loc("avg_acc_ci_low")], out.iloc[j, out.columns.get_loc("avg_acc_ci_high")] = interval(acc[:, j])
+        out.iloc[j, out.columns.get_loc("avg_ppl_ci_low")], out.iloc[j, out.columns.get_loc("avg_ppl_ci_high")] = interval(ppl[:, j])
+        if pd.notna(out["diff_one_shot"].iloc[j]):
+            lo, hi = interval(acc[:, j] - acc_base[:, j])
+            out.iloc[j, out.columns.get_loc("diff_one_shot_ci_low")] = lo
+            out.iloc[j, out.columns.get_loc("diff_one_shot_ci_high")] = hi
+    return out

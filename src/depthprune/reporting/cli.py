@@ -24,6 +24,7 @@ def register(subparsers) -> None:
     agg.add_argument("--results", default="results", help="results folder to search (default: results)")
     agg.add_argument("--selections", nargs="*", metavar="FILE", help="explicit selection.json files (skips the search)")
     agg.add_argument("--metrics", nargs="*", metavar="FILE", help="explicit metrics.csv files (skips the search)")
+    agg.add_argument("--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)")
     agg.add_argument("--out", default="results/aggregate", help="output folder (default: results/aggregate)")
     agg.set_defaults(func=run_aggregate)
 
@@ -36,23 +37,42 @@ def register(subparsers) -> None:
     ren.add_argument("--out", default="figures", help="output folder (default: figures)")
     ren.add_argument(
         "--only", default=None, metavar="LIST",
-        help="comma-separated subset: figure1,figure2,figure3,table1..table5,analyses,observations",
+        help="comma-separated subset: figure1,figure2,figure3,table1..table6,analyses,observations",
     )  # fmt: skip
+    ren.add_argument("--bootstrap-resamples", type=int, default=1000,
+                     help="paired document-bootstrap resamples for the 95%% intervals (default 1000)")
+    ren.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    ren.add_argument("--comparable-band", type=float, default=2.0,
+                     help="§5.2: calibration/algorithm shift ratios within [1/b, b] are comparable (default 2)")
+    ren.add_argument("--strong-rho", type=float, default=0.5,
+                     help="§5.3: |ρ| above this is a strong correlation (default 0.5)")
     ren.set_defaults(func=run_render)
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
-    from depthprune.reporting.aggregate import aggregate, discover_result_files, write_aggregate
+    from depthprune.reporting.aggregate import (
+        aggregate,
+        collect_samples,
+        discover_result_files,
+        discover_samples,
+        write_aggregate,
+        write_samples,
+    )
 
     if args.selections is not None or args.metrics is not None:
         selection_files, metrics_files = list(args.selections or []), list(args.metrics or [])
+        sample_files = list(args.samples or [])
         origin = "the --selections/--metrics lists"
     else:
         selection_files, metrics_files = discover_result_files(args.results)
+        sample_files = list(args.samples) if args.samples is not None else discover_samples(args.results)
         origin = f"--results {args.results}"
     if not selection_files and not metrics_files:
         raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
-    written = write_aggregate(aggregate(selection_files, metrics_files), args.out)
+    agg = aggregate(selection_files, metrics_files)
+    written = write_aggregate(agg, args.out)
+    # Always written (empty without per-document results): the render rule declares it as input.
+    written.append(write_samples(collect_samples(sample_files, agg.selections), args.out))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )
@@ -62,6 +82,9 @@ def run_aggregate(args: argparse.Namespace) -> int:
 def run_render(args: argparse.Namespace) -> int:
     from depthprune.reporting.render import parse_only, render
 
-    written = render(args.aggregate, args.out, only=parse_only(args.only))
+    written = render(
+        args.aggregate, args.out, only=parse_only(args.only), bootstrap_resamples=args.bootstrap_resamples,
+        bootstrap_seed=args.bootstrap_seed, comparable_band=args.comparable_band, strong_rho=args.strong_rho,
+    )  # fmt: skip
     print(f"render: {len(written)} files -> {args.out}")
     return 0

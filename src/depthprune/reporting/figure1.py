@@ -1,7 +1,8 @@
 """Figure 1: which layers each algorithm removed.
 
 One panel per (calibration, model, M): rows are the seven algorithms (spec order), columns the layers
-(0-based), a filled cell is a removed layer, in the calibration's colour. Panels are stacked by
+(0-based), a filled cell is a removed layer, in the calibration's colour; with several seeds the
+shade is the fraction of seeds that removed it. Panels are stacked by
 calibration, then M (as the paper's (a)/(b) blocks with M = 7 above M = 9); models side by side.
 """
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import LinearSegmentedColormap
 
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
@@ -36,13 +37,16 @@ PANEL_EXTRA_IN = 0.42  # title and tick labels
 
 
 def removal_matrix(group: pd.DataFrame, algorithms: list[str], n_layers: int) -> np.ndarray:
-    """algorithms × layers: 1 removed, 0 kept, NaN for an algorithm without a result."""
-    matrix = np.full((len(algorithms), n_layers), np.nan)
+    """algorithms × layers: how often the layer was removed across the seeds of ``group`` (1 removed,
+    0 kept with one seed), NaN for an algorithm without a result."""
+    sums = np.zeros((len(algorithms), n_layers))
+    counts = np.zeros(len(algorithms))
     for algorithm, removed in zip(group["algorithm"], group["removed"]):
-        row = np.zeros(n_layers)
-        row[list(parse_layers(removed))] = 1.0
-        matrix[algorithms.index(algorithm)] = row
-    return matrix
+        i = algorithms.index(algorithm)
+        sums[i, list(parse_layers(removed))] += 1.0
+        counts[i] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts[:, None] > 0, sums / counts[:, None], np.nan)
 
 
 def figure1(selections: pd.DataFrame, out_dir: str | Path, stem: str = "figure1") -> list[Path]:
@@ -88,7 +92,8 @@ def figure1(selections: pd.DataFrame, out_dir: str | Path, stem: str = "figure1"
 
 def _draw_panel(ax, matrix: np.ndarray, algorithms: list[str], calibration: str, calibrations: list[str]) -> None:
     n_alg, n_layers = matrix.shape
-    cmap = ListedColormap([EMPTY_CELL, calibration_colour(calibration, calibrations)])
+    # Shade = fraction of seeds that removed the layer (exactly the two colours with one seed).
+    cmap = LinearSegmentedColormap.from_list("removal", [EMPTY_CELL, calibration_colour(calibration, calibrations)])
     ax.pcolormesh(
         np.arange(n_layers + 1) - 0.5, np.arange(n_alg + 1) - 0.5, np.ma.masked_invalid(matrix),
         cmap=cmap, vmin=0, vmax=1, edgecolors="white", linewidth=0.4,

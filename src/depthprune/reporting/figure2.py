@@ -1,7 +1,8 @@
 """Figure 2: the calibration trade-off, average perplexity (log scale) against average accuracy.
 
 One panel per (model, M) (rows M, columns models); one point per (algorithm, calibration): colour
-is the calibration, marker the algorithm. The dense model, when evaluated, is a black star.
+is the calibration, marker the algorithm. The dense model, when evaluated, is a black star. Thin
+bars: 95 % paired document-bootstrap intervals of both averages (when per-document results exist).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
         note_panel(ax, "no run with both averages" if not cell.empty else "not run")
         return
     for row in valid.itertuples(index=False):
+        _error_bars(ax, row, calibration_colour(row.calibration, calibrations))
         ax.scatter(
             row.avg_perplexity, 100 * row.avg_accuracy, marker=algorithm_marker(row.algorithm),
             color=calibration_colour(row.calibration, calibrations), s=22, edgecolors="white",
@@ -85,6 +87,21 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
     if missing:
         ax.text(0.99, 0.02, f"{missing} run(s) without both averages", ha="right", va="bottom",
                 transform=ax.transAxes, color=NOTE_COLOUR, fontsize=5)  # fmt: skip
+
+
+def _error_bars(ax, row, colour) -> None:
+    """95 % bootstrap intervals (when the aggregate has per-document results) as thin error bars."""
+    acc = (getattr(row, "avg_acc_ci_low", float("nan")), getattr(row, "avg_acc_ci_high", float("nan")))
+    ppl = (getattr(row, "avg_ppl_ci_low", float("nan")), getattr(row, "avg_ppl_ci_high", float("nan")))
+    yerr = xerr = None
+    if not any(pd.isna(v) for v in acc):
+        y = 100 * row.avg_accuracy
+        yerr = [[max(0.0, y - 100 * acc[0])], [max(0.0, 100 * acc[1] - y)]]
+    if not any(pd.isna(v) for v in ppl) and ppl[0] > 0:
+        xerr = [[max(0.0, row.avg_perplexity - ppl[0])], [max(0.0, ppl[1] - row.avg_perplexity)]]
+    if yerr is not None or xerr is not None:
+        ax.errorbar(row.avg_perplexity, 100 * row.avg_accuracy, yerr=yerr, xerr=xerr, fmt="none", ecolor=colour,
+                    elinewidth=0.5, alpha=0.6, capsize=0, zorder=2)  # fmt: skip
 
 
 def _legend(fig, calibrations: list[str], algorithms: list[str], has_dense: bool) -> None:

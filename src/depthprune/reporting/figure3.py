@@ -3,8 +3,9 @@
 One row of panels per calibration (the paper's blocks (a) TLM and (b) perplexity pruning, and any
 further calibration), one column per (model, M). A panel plots each algorithm's perplexity rank
 against its accuracy rank (1 = lowest value, ties averaged, as Spearman's ρ does) and reports
-ρ = spearmanr(avg perplexity, avg accuracy) with its p-value and n. A negative ρ means the
-algorithms with lower perplexity reach higher accuracy.
+ρ = spearmanr(avg perplexity, avg accuracy) with its p-value, n and (when per-document results
+exist) its 95 % paired document-bootstrap interval. A negative ρ means the algorithms with lower
+perplexity reach higher accuracy (the rankings agree); a positive ρ means they disagree.
 """
 
 from __future__ import annotations
@@ -102,4 +103,8 @@ def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibration: str, c
     row = stat.iloc[0]
     p_text = "p < 0.01" if row["p_value"] < 0.01 else f"p = {row['p_value']:.2f}"
     rho_text = f"{row['rho']:+.2f}".replace("-", "−")  # a typographic minus, as in the paper
-    ax.set_title(f"{ax.get_title(loc='left')}\nρ = {rho_text} ({p_text}, n = {int(row['n'])})", loc="left")
+    ci_text = ""
+    if "rho_ci_low" in row and not pd.isna(row["rho_ci_low"]):
+        lo, hi = (f"{v:+.2f}".replace("-", "−") for v in (row["rho_ci_low"], row["rho_ci_high"]))
+        ci_text = f"\n95% CI [{lo}, {hi}]"
+    ax.set_title(f"{ax.get_title(loc='left')}\nρ = {rho_text} ({p_text}, n = {int(row['n'])}){ci_text}", loc="left")

@@ -2,7 +2,9 @@
 
 Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<model>].{csv,md,tex}``;
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
-``variance_decomposition.csv``) and ``tables/observations.{md,csv}``.
+``variance_decomposition.csv``, ``range_statistic.csv``), ``tables/observations.{md,csv}`` and
+``tables/paper_comparison.{md,csv}``. Intervals come from the paired document bootstrap over
+``results/aggregate/samples.parquet`` (``reporting/bootstrap.py``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,29 @@ from pathlib import Path
 from typing import Iterable
 
 from depthprune.io import atomic_write_csv, atomic_write_text
-from depthprune.reporting.aggregate import load_aggregate
-from depthprune.reporting.analysis import jaccard_summary, pairwise_jaccard, spearman_table, variance_decomposition
+from depthprune.reporting.aggregate import SAMPLES, load_aggregate
+from depthprune.reporting.analysis import (
+    jaccard_summary,
+    pairwise_jaccard,
+    range_statistic,
+    spearman_table,
+    variance_decomposition,
+    with_intervals,
+)
+from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
 from depthprune.reporting.figure1 import figure1
 from depthprune.reporting.figure2 import figure2
 from depthprune.reporting.figure3 import figure3
-from depthprune.reporting.observations import evaluate_observations, observations_frame, observations_markdown
+from depthprune.reporting.observations import (
+    DEFAULT_COMPARABLE_BAND,
+    DEFAULT_STRONG_RHO,
+    evaluate_observations,
+    observations_frame,
+    observations_markdown,
+    paper_comparison,
+    paper_comparison_markdown,
+)
+from depthprune.reporting.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
 from depthprune.reporting.tables import TABLE_NAMES, build_tables, write_tables
 
 log = logging.getLogger(__name__)
@@ -38,41 +57,108 @@ def parse_only(text: str | None) -> set[str] | None:
     return names
 
 
-def render(aggregate_dir: str | Path, out_dir: str | Path, only: Iterable[str] | None = None) -> list[Path]:
+def load_samples(aggregate_dir: str | Path):
+    """results/aggregate/samples.parquet, or None (older aggregates, or no per-document results)."""
+    import pandas as pd
+
+    path = Path(aggregate_dir) / f"{SAMPLES}.parquet"
+    if not path.exists():
+        log.warning("%s not found: no bootstrap intervals", path)
+        return None
+    try:
+        return pd.read_parquet(path)
+    except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
+        raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+
+
+def seeds_markdown(primary: int, verdicts, stability) -> str:
+    """The "Across seeds" section of observations.md."""
+    lines = ["", "## Across seeds", "",
+             f"Tables, figures and the rows above are seed {primary}. Verdict of each claim per seed, "
+             "and whether it holds in every seed (tables/seeds_verdicts.csv):", "",
+             "| claim | " + " | ".join(verdicts["seed"].drop_duplicates()) + " |",
+             "| --- | " + " | ".join("---" for _ in verdicts["seed"].drop_duplicates()) + " |"]  # fmt: skip
+    for claim, group in verdicts.groupby("claim", sort=True):
+        lines.append(f"| §{claim} | " + " | ".join(group["verdict"]) + " |")
+    if not stability.empty:
+        mean = stability["mean_jaccard_across_seeds"].mean()
+        lines += ["", f"Set stability: mean Jaccard of one algorithm's sets across seeds {mean:.2f} "
+                      "(per algorithm: tables/seeds_set_stability.csv; spread of losses and averages: "
+                      "tables/seeds_spread.csv)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def render(
+    aggregate_dir: str | Path,
+    out_dir: str | Path,
+    only: Iterable[str] | None = None,
+    bootstrap_resamples: int = DEFAULT_RESAMPLES,
+    bootstrap_seed: int = DEFAULT_SEED,
+    comparable_band: float = DEFAULT_COMPARABLE_BAND,
+    strong_rho: float = DEFAULT_STRONG_RHO,
+) -> list[Path]:
     """Write the requested outputs (all by default); return the files written."""
     wanted = set(ARTIFACTS) if only is None else set(only)
     start = time.perf_counter()
     agg = load_aggregate(aggregate_dir, tables=("selections", "summary"))
+    all_samples = load_samples(aggregate_dir)
+    seeds = seeds_of(agg.summary)
+    # Figures and Tables 1-6 show the first seed; with several seeds, tables/seeds_*.csv and the
+    # "Across seeds" section of observations.md give the spread and each seed's verdicts.
+    primary = seeds[0]
+    selections, base = for_seed(agg.selections, primary), for_seed(agg.summary, primary)
+    samples = for_seed(all_samples, primary) if all_samples is not None else None
+    reps = document_replicates(samples, bootstrap_resamples, bootstrap_seed)
+    summary = with_intervals(base, reps)
     out = Path(out_dir)
     tables_dir = out / "tables"
     written: list[Path] = []
-    spearman = spearman_table(agg.summary)
+    spearman = spearman_table(base, reps)
 
     if "figure1" in wanted:
-        written += figure1(agg.selections, out)
+        written += figure1(agg.selections, out)  # every seed: shade = how often a layer was removed
     if "figure2" in wanted:
-        written += figure2(agg.summary, out)
+        written += figure2(summary, out)
     if "figure3" in wanted:
-        written += figure3(agg.summary, spearman, out)
+        written += figure3(base, spearman, out)
     table_names = wanted & set(TABLE_NAMES)
     if table_names:
-        written += write_tables(build_tables(agg.summary, agg.selections, only=table_names), tables_dir)
+        written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
     if "analyses" in wanted:
-        pairs = pairwise_jaccard(agg.selections)
+        pairs = pairwise_jaccard(selections)
         analyses = {
             "jaccard_pairs": pairs,
             "jaccard_summary": jaccard_summary(pairs),
             "spearman": spearman,
-            "variance_decomposition": variance_decomposition(agg.summary),
+            "variance_decomposition": variance_decomposition(base, reps),
+            "range_statistic": range_statistic(base, reps),
         }
+        if len(seeds) > 1:
+            analyses["seeds_spread"] = seed_spread(agg.summary)
+            analyses["seeds_set_stability"] = set_stability(agg.selections)
         for name, frame in analyses.items():
             path = tables_dir / f"{name}.csv"
             atomic_write_csv(path, frame)
             written.append(path)
     if "observations" in wanted:
-        observations = evaluate_observations(agg.selections, agg.summary)
-        atomic_write_text(tables_dir / "observations.md", observations_markdown(observations))
+        observations = evaluate_observations(selections, base, reps, comparable_band, strong_rho)
+        text = observations_markdown(observations)
+        if len(seeds) > 1:
+            by_seed = {primary: observations.verdicts}
+            for seed in seeds[1:]:
+                seed_samples = for_seed(all_samples, seed) if all_samples is not None else None
+                seed_reps = document_replicates(seed_samples, bootstrap_resamples, bootstrap_seed)
+                by_seed[seed] = evaluate_observations(
+                    for_seed(agg.selections, seed), for_seed(agg.summary, seed), seed_reps, comparable_band, strong_rho
+                ).verdicts
+            verdicts = verdicts_by_seed(by_seed)
+            atomic_write_csv(tables_dir / "seeds_verdicts.csv", verdicts)
+            written.append(tables_dir / "seeds_verdicts.csv")
+            text += seeds_markdown(primary, verdicts, set_stability(agg.selections))
+        atomic_write_text(tables_dir / "observations.md", text)
         atomic_write_csv(tables_dir / "observations.csv", observations_frame(observations))
-        written += [tables_dir / "observations.md", tables_dir / "observations.csv"]
+        atomic_write_text(tables_dir / "paper_comparison.md", paper_comparison_markdown(observations))
+        atomic_write_csv(tables_dir / "paper_comparison.csv", paper_comparison(observations))
+        written += [tables_dir / f"{name}.{ext}" for name in ("observations", "paper_comparison") for ext in ("md", "csv")]
     log.info("render: %d files in %s (%.1f s)", len(written), out, time.perf_counter() - start)
     return written

@@ -2,7 +2,8 @@
 
 A ``ReportTable`` holds raw values; blocks (e.g. one per (model, M, calibration)) decide where the
 best value of a column is set in bold (Markdown ``**x**``, LaTeX ``\\textbf{x}``): every tied best,
-and nothing when the whole block ties. The CSV keeps the unformatted numbers (and any extra columns
+and nothing when the whole block ties. A column with an ``interval`` shows its 95 % interval as
+``x [lo, hi]`` in Markdown and LaTeX; the CSV keeps the interval's own columns. The CSV keeps the unformatted numbers (and any extra columns
 of the frame) plus one ``best_<column>`` flag per bold column, so the choice is checkable.
 """
 
@@ -28,6 +29,7 @@ class Column:
     best: str | None = None  # "min" or "max": bold the best value of each block
     numeric: bool = False  # right-aligned in LaTeX
     csv: bool = True  # False for display-only columns derived from others (e.g. a "min–max" range)
+    interval: tuple[str, str] | None = None  # frame columns of a 95 % interval, shown as "x [lo, hi]"
 
 
 @dataclass
@@ -88,7 +90,12 @@ def _cells(table: ReportTable, escape: Callable[[str], str], bold: Callable[[str
         row = []
         for position, col in enumerate(table.columns):
             value = record[col.name]
-            text = escape(MISSING if _is_missing(value) else col.fmt(value))
+            text = MISSING if _is_missing(value) else col.fmt(value)
+            if col.interval and not _is_missing(value):
+                lo, hi = (record.get(name) for name in col.interval)
+                if not (_is_missing(lo) or _is_missing(hi)):
+                    text = f"{text} [{col.fmt(lo)}, {col.fmt(hi)}]"
+            text = escape(text)
             if col.name in mask and bool(mask.at[idx, col.name]):
                 text = bold(text)
             row.append(text)
@@ -169,6 +176,11 @@ def fmt_perplexity(value) -> str:
 
 def fmt_percent(value) -> str:
     return f"{100 * float(value):.2f}"
+
+
+def fmt_points(value) -> str:
+    """A difference of fractions in percentage points, signed."""
+    return f"{100 * float(value):+.2f}"
 
 
 def fmt_fraction(value) -> str:

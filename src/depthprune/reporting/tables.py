@@ -1,4 +1,4 @@
-"""Tables 1-5 of the paper, built from the aggregate summary and selections (spec §7).
+"""Tables 1-6 of the paper, built from the aggregate summary and selections (spec §7).
 
 Rows are blocks of (model, M, calibration) in the spec's order, algorithms inside a block in the
 spec's order; the dense model (when evaluated) heads each model as an unbolded reference row.
@@ -21,11 +21,21 @@ from depthprune.reporting.table_format import (
     fmt_int,
     fmt_percent,
     fmt_perplexity,
+    fmt_points,
     fmt_seconds,
     write_table,
 )
 
-TABLE_NAMES = ("table1", "table2", "table3", "table4", "table5")
+TABLE_NAMES = ("table1", "table2", "table3", "table4", "table5", "table6")
+ACC_CI = ("avg_acc_ci_low", "avg_acc_ci_high")
+PPL_CI = ("avg_ppl_ci_low", "avg_ppl_ci_high")
+DIFF_CI = ("diff_one_shot_ci_low", "diff_one_shot_ci_high")
+CI_NOTE = "[lo, hi]: 95 % paired bootstrap interval over documents (CSV: *_ci_low, *_ci_high)."
+
+
+def _with(frame: pd.DataFrame, columns) -> list[str]:
+    """``columns`` that the frame has (the interval columns exist only after with_intervals)."""
+    return [c for c in columns if c in frame.columns]
 BLOCK = ["model", "budget", "calibration"]
 ACCURACY_HEADERS = dict(zip(ACCURACY_COLUMNS, ("Hella", "Wino", "ARC-E", "ARC-C", "PIQA", "BoolQ")))
 PERPLEXITY_HEADERS = dict(zip(PERPLEXITY_COLUMNS, ("W2", "C4", "LMB")))
@@ -61,10 +71,11 @@ def _reference(frame: pd.DataFrame) -> pd.Series:
 
 
 def table1(summary: pd.DataFrame) -> ReportTable:
-    frame = _rows(summary, kinds=None)[BLOCK + ["algorithm", *PERPLEXITY_COLUMNS, "avg_perplexity"]]
+    rows = _rows(summary, kinds=None)
+    frame = rows[BLOCK + ["algorithm", *PERPLEXITY_COLUMNS, "avg_perplexity", *_with(rows, PPL_CI)]]
     columns = _label_columns() + [
         *(Column(c, h, fmt_perplexity, numeric=True) for c, h in PERPLEXITY_HEADERS.items()),
-        Column("avg_perplexity", "Avg", fmt_perplexity, best="min", numeric=True),
+        Column("avg_perplexity", "Avg", fmt_perplexity, best="min", numeric=True, interval=PPL_CI),
     ]
     return ReportTable(
         name="table1", title="Table 1",
@@ -73,16 +84,17 @@ def table1(summary: pd.DataFrame) -> ReportTable:
             "configuration; M removed layers, no fine-tuning. Lowest Avg per (model, M, calibration) in bold."
         ),
         frame=frame, columns=columns, block=BLOCK, reference=_reference(frame),
-        empty_note="No perplexity results.", notes=[DENSE_NOTE],
+        empty_note="No perplexity results.", notes=[DENSE_NOTE, CI_NOTE],
     )  # fmt: skip
 
 
 def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> ReportTable:
     """Tables 2 (kind "tlm") and 3 (kind "ppl"): zero-shot accuracy per task and Avg, in %."""
-    frame = _rows(summary, kinds=(kind,))[BLOCK + ["algorithm", *ACCURACY_COLUMNS, "avg_accuracy"]]
+    rows = _rows(summary, kinds=(kind,))
+    frame = rows[BLOCK + ["algorithm", *ACCURACY_COLUMNS, "avg_accuracy", *_with(rows, ACC_CI)]]
     columns = _label_columns() + [
         *(Column(c, h, fmt_percent, numeric=True) for c, h in ACCURACY_HEADERS.items()),
-        Column("avg_accuracy", "Avg", fmt_percent, best="max", numeric=True),
+        Column("avg_accuracy", "Avg", fmt_percent, best="max", numeric=True, interval=ACC_CI),
     ]
     pruning = "task-likelihood-margin (TLM)" if kind == "tlm" else "calibration-perplexity"
     return ReportTable(
@@ -94,18 +106,21 @@ def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> R
         ),
         frame=frame, columns=columns, block=BLOCK, reference=_reference(frame),
         empty_note=f"No results under {pruning} pruning.",
-        notes=[DENSE_NOTE, "CSV values are fractions (0-1); Markdown/LaTeX show percent."],
+        notes=[DENSE_NOTE, "CSV values are fractions (0-1); Markdown/LaTeX show percent.", CI_NOTE],
     )  # fmt: skip
 
 
 def table4(summary: pd.DataFrame) -> ReportTable:
     frame = _rows(summary, kinds=None, with_dense=False)
-    frame = frame[BLOCK + ["algorithm", "search_seconds", "distinct_evaluations", "avg_accuracy"]]
+    extra = _with(frame, ACC_CI) + _with(frame, ("diff_one_shot",)) + _with(frame, DIFF_CI)
+    frame = frame[BLOCK + ["algorithm", "search_seconds", "distinct_evaluations", "avg_accuracy", *extra]]
     columns = _label_columns() + [
         Column("search_seconds", "Time (s)", fmt_seconds, numeric=True),
         Column("distinct_evaluations", "Evaluations", fmt_int, numeric=True),
-        Column("avg_accuracy", "Avg acc (%)", fmt_percent, best="max", numeric=True),
+        Column("avg_accuracy", "Avg acc (%)", fmt_percent, best="max", numeric=True, interval=ACC_CI),
     ]
+    if "diff_one_shot" in frame.columns:
+        columns.append(Column("diff_one_shot", "Δ vs one-shot (pts)", fmt_points, numeric=True, interval=DIFF_CI))
     return ReportTable(
         name="table4", title="Table 4",
         caption=(
@@ -115,7 +130,9 @@ def table4(summary: pd.DataFrame) -> ReportTable:
             "accuracy per (model, M, calibration) in bold."
         ),
         frame=frame, columns=columns, block=BLOCK, empty_note="No search results.",
-        notes=["CSV accuracy is a fraction (0-1); Markdown/LaTeX show percent."],
+        notes=["CSV accuracy is a fraction (0-1); Markdown/LaTeX show percent.", CI_NOTE,
+               "Δ vs one-shot: the algorithm's average accuracy minus one-shot's under the same calibration and M, "
+               "paired over the same resampled documents."],
     )  # fmt: skip
 
 
@@ -144,6 +161,43 @@ def table5(selections: pd.DataFrame) -> ReportTable:
     )  # fmt: skip
 
 
+def table6(selections: pd.DataFrame) -> ReportTable:
+    """The cell-level Jaccard of the paper's Appendix A.2 behind its §5.1 summary (0.63 / 0.36 / 0.51):
+    our mean pairwise Jaccard per (calibration, model, M), each calibration closed by the mean over
+    its cells, beside the value the paper reports for that calibration."""
+    from depthprune.reporting.observations import paper_values
+
+    reported = paper_values()["section_5_1"]["jaccard_within"]
+    cells = agreement_table(selections)
+    rows = []
+    for calibration, group in cells.groupby("calibration", sort=False):
+        paper = " / ".join(f"{v:.2f} ({k})" for k, v in reported.get(calibration, {}).items()) or None
+        for r in group.itertuples(index=False):
+            rows.append({"calibration": calibration, "model": r.model, "budget": str(r.budget),
+                         "n_sets": r.n_sets, "mean_jaccard": r.mean_jaccard, "paper_mean_jaccard": None})  # fmt: skip
+        rows.append({"calibration": calibration, "model": "mean over cells", "budget": "all",
+                     "n_sets": group["n_sets"].sum(), "mean_jaccard": group["mean_jaccard"].mean(),
+                     "paper_mean_jaccard": paper})  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["calibration", "model", "budget", "n_sets", "mean_jaccard", "paper_mean_jaccard"])
+    columns = [
+        Column("calibration", "Calibration", calibration_name),
+        Column("model", "Model"),
+        Column("budget", "M"),
+        Column("n_sets", "Sets", fmt_int, numeric=True),
+        Column("mean_jaccard", "Mean Jaccard", fmt_fraction, numeric=True),
+        Column("paper_mean_jaccard", "Paper (§5.1)"),
+    ]
+    return ReportTable(
+        name="table6", title="Table 6",
+        caption=(
+            "Cell-level algorithm agreement (the paper's Appendix A.2): mean pairwise Jaccard of the pruned sets "
+            "of the algorithms under one calibration, per (model, M), and its mean over cells beside the value "
+            "the paper reports in §5.1 (LLaMA / Qwen3 under perplexity pruning, all models under TLM)."
+        ),
+        frame=frame, columns=columns, block=["calibration"], empty_note="No pruned sets.",
+    )  # fmt: skip
+
+
 def build_tables(summary: pd.DataFrame, selections: pd.DataFrame, only: set[str] | None = None) -> list[ReportTable]:
     """Tables 1-5; Tables 2 and 3 also per model (``table2_<model>``) when there are several models."""
     builders = {
@@ -152,6 +206,7 @@ def build_tables(summary: pd.DataFrame, selections: pd.DataFrame, only: set[str]
         "table3": partial(_per_model, summary, "ppl", "table3", "Table 3"),
         "table4": lambda: [table4(summary)],
         "table5": lambda: [table5(selections)],
+        "table6": lambda: [table6(selections)],
     }
     tables = []
     for name, build in builders.items():

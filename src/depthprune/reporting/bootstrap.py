@@ -1,0 +1,187 @@
+"""Paired bootstrap over documents, and the paper's §5 statistics on a (replicate × run) array.
+
+The bootstrap (docs/method.md §7) resamples, per benchmark, the documents (lm-eval ``doc_id``) and
+the perplexity windows with replacement, ``n_resamples`` times, from a seeded generator. The same
+resampled documents are used for every model (run), so differences between runs, ranks and every
+statistic of the calibration × algorithm grid are computed on paired replicates. Each replicate
+gives every run an average accuracy (mean of the six headline task accuracies) and an average
+perplexity (mean of the three perplexities, each exp(ΣNLL / Σtokens) over its resampled windows).
+
+Every statistic here takes arrays whose leading axis is the replicate: the point estimate is the
+same function applied to the observed values (one "replicate"), and the 95 % interval is the 2.5th
+and 97.5th percentile over the bootstrap replicates (percentile bootstrap).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from depthprune.reporting.aggregate import ACCURACY_COLUMNS, KEY, PERPLEXITY_COLUMNS, TIE_DECIMALS
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 0
+CONFIDENCE = 0.95
+
+
+@dataclass
+class Replicates:
+    """Bootstrap replicates of each run's averages: arrays (n_resamples, n_runs), runs as ``keys``."""
+
+    keys: pd.DataFrame  # KEY columns, one row per run (column order of the arrays)
+    avg_accuracy: np.ndarray
+    avg_perplexity: np.ndarray
+    n_resamples: int
+    seed: int
+
+    def column(self, row: pd.Series | dict) -> int | None:
+        match = np.flatnonzero(np.logical_and.reduce([self.keys[k].to_numpy() == row[k] for k in KEY]))
+        return int(match[0]) if len(match) else None
+
+    def aligned(self, frame: pd.DataFrame, name: str) -> np.ndarray:
+        """Replicates of ``name`` for the rows of ``frame`` (NaN columns for runs without samples)."""
+        source = getattr(self, name)
+        out = np.full((self.n_resamples, len(frame)), np.nan)
+        for j, (_, row) in enumerate(frame.iterrows()):
+            col = self.column(row)
+            if col is not None:
+                out[:, j] = source[:, col]
+        return out
+
+
+def _weights(n_units: int, n_resamples: int, seed: int, benchmark: str) -> np.ndarray:
+    """How often each unit is drawn in each replicate, (n_resamples, n_units); one stream per benchmark."""
+    rng = np.random.default_rng([seed, zlib.crc32(benchmark.encode())])
+    draws = rng.integers(0, n_units, size=(n_resamples, n_units))
+    flat = (draws + n_units * np.arange(n_resamples)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
+
+
+def document_replicates(
+    samples: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Replicates | None:
+    """Replicates of every run's average accuracy and perplexity; None without per-document results."""
+    if n_resamples < 1:
+        raise ValueError(f"bootstrap_resamples must be at least 1, got {n_resamples}")
+    if samples is None or samples.empty:
+        return None
+    head = samples[samples["headline"].astype(bool)]
+    keys = head[KEY].drop_duplicates().sort_values(KEY, kind="stable").reset_index(drop=True)
+    run_index = {tuple(r): i for i, r in enumerate(keys.itertuples(index=False))}
+    per_benchmark: dict[str, np.ndarray] = {}
+    for benchmark, group in head.groupby("benchmark", sort=True):
+        runs = [run_index[tuple(r)] for r in group[KEY].itertuples(index=False)]
+        group = group.assign(_run=runs)
+        if f"ppl_{benchmark}" in PERPLEXITY_COLUMNS:
+            nll = group[group["metric"] == "nll_sum"].pivot(index="_run", columns="unit", values="value")
+            tok = group[group["metric"] == "n_tokens"].pivot(index="_run", columns="unit", values="value")
+            w = _weights(nll.shape[1], n_resamples, seed, benchmark)
+            values = np.exp((nll.to_numpy() @ w.T) / (tok.to_numpy() @ w.T))  # (runs, B); NaN if a run lacks a unit
+            index = nll.index
+        else:
+            scores = group.pivot(index="_run", columns="unit", values="value")
+            w = _weights(scores.shape[1], n_resamples, seed, benchmark)
+            values = (scores.to_numpy() @ w.T) / scores.shape[1]
+            index = scores.index
+        full = np.full((len(keys), n_resamples), np.nan)
+        full[index.to_numpy()] = values
+        per_benchmark[benchmark] = full
+    acc = _average(per_benchmark, [c.removeprefix("acc_") for c in ACCURACY_COLUMNS], len(keys), n_resamples)
+    ppl = _average(per_benchmark, [c.removeprefix("ppl_") for c in PERPLEXITY_COLUMNS], len(keys), n_resamples)
+    return Replicates(keys=keys, avg_accuracy=acc, avg_perplexity=ppl, n_resamples=n_resamples, seed=seed)
+
+
+def _average(per_benchmark: dict, benchmarks: list[str], n_runs: int, n_resamples: int) -> np.ndarray:
+    """(B, runs) mean over ``benchmarks``; NaN where one is missing (as the summary's averages)."""
+    if not all(b in per_benchmark for b in benchmarks):
+        return np.full((n_resamples, n_runs), np.nan)
+    stacked = np.stack([per_benchmark[b] for b in benchmarks])  # (k, runs, B)
+    return np.round(stacked.mean(axis=0).T, TIE_DECIMALS)
+
+
+def interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Percentile interval of replicates along axis 0 (NaN replicates ignored; all NaN -> NaN)."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return float("nan"), float("nan")
+    tail = 100 * (1 - confidence) / 2
+    lo, hi = np.percentile(finite, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+# --------------------------------------------------------------------------- statistics on replicates
+
+
+def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman ρ of each row pair of (B, n) arrays: Pearson correlation of average ranks (ties tie).
+
+    NaN for a row with fewer than three points or a constant variable.
+    """
+    x, y = np.atleast_2d(x), np.atleast_2d(y)
+    out = np.full(x.shape[0], np.nan)
+    if x.shape[1] < 3:
+        return out
+    ok = np.isfinite(x).all(axis=1) & np.isfinite(y).all(axis=1)
+    if not ok.any():
+        return out
+    rx = rankdata(x[ok], axis=1) - (x.shape[1] + 1) / 2
+    ry = rankdata(y[ok], axis=1) - (x.shape[1] + 1) / 2
+    denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[ok] = np.where(denom > 0, (rx * ry).sum(axis=1) / denom, np.nan)
+    return out
+
+
+def range_shifts(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The paper's §5.2 statistic on a (B, algorithms, calibrations) grid.
+
+    calibration shift: the largest |change| of the value when only the calibration changes (same
+    algorithm): max over algorithms of (max − min over calibrations); algorithm shift: the largest
+    change when only the algorithm changes (same calibration): max over calibrations of
+    (max − min over algorithms). Both shape (B,).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN replicate rows give NaN
+        cal = np.nanmax(np.nanmax(grid, axis=2) - np.nanmin(grid, axis=2), axis=1)
+        alg = np.nanmax(np.nanmax(grid, axis=1) - np.nanmin(grid, axis=1), axis=1)
+    return cal, alg
+
+
+def two_way(grid: np.ndarray) -> dict[str, np.ndarray]:
+    """Two-way decomposition of a (B, A algorithms, C calibrations) grid, one run per cell.
+
+    SS_total = SS_calibration (df C−1) + SS_algorithm (df A−1) + SS_interaction (df (A−1)(C−1)).
+    With one run per cell the interaction is also the residual: it cannot be told from noise
+    without replicates (seeds). Shares are of SS_total; mean squares are SS/df.
+    """
+    _, a, c = grid.shape
+    grand = grid.mean(axis=(1, 2))[:, None, None]
+    cal_means = grid.mean(axis=1, keepdims=True)
+    alg_means = grid.mean(axis=2, keepdims=True)
+    ss_total = ((grid - grand) ** 2).sum(axis=(1, 2))
+    ss_cal = a * ((cal_means - grand) ** 2).sum(axis=(1, 2))
+    ss_alg = c * ((alg_means - grand) ** 2).sum(axis=(1, 2))
+    ss_int = ((grid - cal_means - alg_means + grand) ** 2).sum(axis=(1, 2))
+    df_cal, df_alg, df_int = c - 1, a - 1, (a - 1) * (c - 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "ss_total": ss_total,
+            "share_calibration": ss_cal / ss_total,
+            "share_algorithm": ss_alg / ss_total,
+            "share_interaction": ss_int / ss_total,
+            "ms_calibration": ss_cal / df_cal if df_cal else np.full_like(ss_cal, np.nan),
+            "ms_algorithm": ss_alg / df_alg if df_alg else np.full_like(ss_alg, np.nan),
+            "ms_interaction": ss_int / df_int if df_int else np.full_like(ss_int, np.nan),
+            "df_calibration": np.full_like(ss_cal, df_cal),
+            "df_algorithm": np.full_like(ss_cal, df_alg),
+            "df_interaction": np.full_like(ss_cal, df_int),
+        }

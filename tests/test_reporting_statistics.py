@@ -1,0 +1,193 @@
+"""The paired document bootstrap, the §5.2 range statistic, exact ties and the verdict rules, on
+synthetic per-document results with hand-computed answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from depthprune.reporting.aggregate import (
+    ACCURACY_COLUMNS,
+    PERPLEXITY_COLUMNS,
+    SELECTION_COLUMNS,
+    TIE_DECIMALS,
+    build_summary,
+)
+from depthprune.reporting.analysis import range_statistic, spearman_table, with_intervals
+from depthprune.reporting.bootstrap import document_replicates, interval, range_shifts, spearman_rows
+from depthprune.reporting.observations import FAILS, HOLDS, UNSURE, above, below, evaluate_observations
+from depthprune.reporting.table_format import Column, ReportTable, to_csv_frame
+
+TASKS = [c.removeprefix("acc_") for c in ACCURACY_COLUMNS]
+CORPORA = [c.removeprefix("ppl_") for c in PERPLEXITY_COLUMNS]
+
+
+def samples_for(runs: dict[tuple, np.ndarray | dict], nll: dict[tuple, np.ndarray] | None = None) -> pd.DataFrame:
+    """Per-document rows: each task gets the 0/1 vector ``runs[key]`` (or ``runs[key][task]``); every
+    corpus the windows ``nll[key]`` (default four windows of NLL 200 over 100 tokens)."""
+    parts = []
+
+    def block(key, benchmark, metric, values):
+        model, calibration, budget, algorithm = key
+        n = len(values)
+        return pd.DataFrame({
+            "model": model, "calibration": calibration, "budget": budget, "algorithm": algorithm, "removed": "",
+            "benchmark": benchmark, "unit": np.arange(n), "metric": metric,
+            "value": np.asarray(values, dtype=float), "headline": True,
+        })  # fmt: skip
+
+    for key, correct in runs.items():
+        for task in TASKS:
+            parts.append(block(key, task, "acc", correct[task] if isinstance(correct, dict) else correct))
+        windows = nll[key] if nll else np.full(4, 200.0)
+        for corpus in CORPORA:
+            parts.append(block(key, corpus, "nll_sum", windows))
+            parts.append(block(key, corpus, "n_tokens", np.full(len(windows), 100.0)))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_bootstrap_interval_covers_the_truth_in_a_simulation():
+    """Six tasks of 100 independent documents, each correct with p = 0.6: the 95 % interval of the
+    average accuracy covers 0.6 in about 95 % of 120 simulated studies (binomial sd of the coverage
+    2 points; the lower bound leaves about 4 sd)."""
+    rng = np.random.default_rng(12)
+    covered = 0
+    studies = 120
+    for study in range(studies):
+        correct = {task: rng.random(100) < 0.6 for task in TASKS}
+        reps = document_replicates(samples_for({("m", "ppl_c4", 2, "greedy"): correct}), n_resamples=1000, seed=study)
+        lo, hi = interval(reps.avg_accuracy[:, 0])
+        covered += lo <= 0.6 <= hi
+    assert 0.87 <= covered / studies < 1.0  # never missing would mean intervals far too wide
+
+
+def test_bootstrap_is_paired_seeded_and_reproduces_the_point_values():
+    a = np.array([1, 0, 1, 1, 0, 1, 0, 1, 1, 0])
+    b = a.copy()
+    b[0] = 0  # b is a except one document
+    nll = {k: np.array([100.0, 200.0, 300.0, 400.0]) for k in [("m", "ppl_c4", 2, "one_shot"), ("m", "ppl_c4", 2, "bo")]}
+    samples = samples_for({("m", "ppl_c4", 2, "one_shot"): a, ("m", "ppl_c4", 2, "bo"): b}, nll)
+    reps = document_replicates(samples, n_resamples=500, seed=3)
+    again = document_replicates(samples, n_resamples=500, seed=3)
+    np.testing.assert_array_equal(reps.avg_accuracy, again.avg_accuracy)
+    assert not np.array_equal(reps.avg_accuracy, document_replicates(samples, n_resamples=500, seed=4).avg_accuracy)
+    # Same resampled documents for both runs: their difference is -(count of document 0) / 10 per
+    # replicate, never positive; independent resampling would give positive differences too.
+    one_shot = reps.column({"model": "m", "calibration": "ppl_c4", "budget": 2, "algorithm": "one_shot"})
+    bo = reps.column({"model": "m", "calibration": "ppl_c4", "budget": 2, "algorithm": "bo"})
+    diff = reps.avg_accuracy[:, bo] - reps.avg_accuracy[:, one_shot]
+    assert (diff <= 0).all() and (diff < 0).any()
+    # Perplexity replicates are exp(ΣNLL/Σtokens) of resampled windows: within [exp(1), exp(4)].
+    assert (reps.avg_perplexity >= math.exp(1) - 1e-9).all() and (reps.avg_perplexity <= math.exp(4) + 1e-9).all()
+    # The summary's intervals: diff to one-shot, paired.
+    summary = pd.DataFrame({
+        "model": "m", "calibration": "ppl_c4", "budget": 2, "algorithm": ["one_shot", "bo"],
+        "avg_accuracy": [a.mean(), b.mean()], "avg_perplexity": [math.exp(2.5)] * 2,
+    })  # fmt: skip
+    out = with_intervals(summary, reps).set_index("algorithm")
+    assert out.loc["bo", "diff_one_shot"] == pytest.approx(-0.1)
+    assert out.loc["bo", "diff_one_shot_ci_high"] <= 0 and out.loc["one_shot", "diff_one_shot"] == 0
+    assert out.loc["bo", "avg_acc_ci_low"] < b.mean() < out.loc["bo", "avg_acc_ci_high"]
+
+
+def test_range_statistic_by_hand():
+    # grid (1 replicate, 3 algorithms, 2 calibrations), accuracy in points.
+    grid = np.array([[[50.0, 44.0], [52.0, 51.0], [45.0, 47.0]]])
+    cal, alg = range_shifts(grid)
+    assert cal[0] == 6.0  # algorithm 0: |50 - 44|
+    assert alg[0] == 7.0  # calibration 1: 51 - 44
+    summary = pd.DataFrame({
+        "model": "m", "budget": 7,
+        "calibration": ["ppl_c4"] * 3 + ["tlm_cs170k"] * 3 + ["ppl_cs170k"] * 3,
+        "algorithm": ["one_shot", "greedy", "beam"] * 3,
+        "avg_accuracy": [0.50, 0.52, 0.45, 0.44, 0.51, 0.47, 0.0, 1.0, 0.5],  # the cross-control would dominate
+        "avg_perplexity": [10.0, 20.0, 10.0, 1e4, 1e3, 1e3, 1e9, 1.0, 1.0],
+    })  # fmt: skip
+    r = range_statistic(summary).set_index(["model", "response"])
+    assert r.loc[("m", "avg_accuracy_points"), "shift_calibration"] == pytest.approx(6.0)
+    assert r.loc[("m", "avg_accuracy_points"), "shift_algorithm"] == pytest.approx(7.0)
+    assert r.loc[("m", "log10_avg_perplexity"), "shift_calibration"] == pytest.approx(3.0)  # 10 -> 1e4
+    assert r.loc[("m", "log10_avg_perplexity"), "shift_algorithm"] == pytest.approx(1.0)  # 1e3 -> 1e4
+    assert r.loc[("all", "avg_accuracy_points"), "ratio"] == pytest.approx(6 / 7)
+
+
+def test_equal_accuracies_tie_in_ranks_rho_and_bold():
+    # The same six accuracies in another order: unrounded means 0.44999999999999996 and 0.45.
+    metrics = []
+    values = {"one_shot": 0.425, "greedy": None, "beam": None, "ga": 0.4683333333333333}
+    per_task = {"greedy": [0.33, 0.6, 0.36, 0.21, 0.61, 0.59], "beam": [0.59, 0.61, 0.21, 0.36, 0.6, 0.33]}
+    ppl = {"one_shot": 30.0, "greedy": 20.0, "beam": 10.0, "ga": 40.0}
+    for algorithm in values:
+        accs = per_task.get(algorithm, [values[algorithm]] * 6)
+        for task, acc in zip(TASKS, accs):
+            metrics.append(_metric(algorithm, task, "acc", acc))
+        for corpus in CORPORA:
+            metrics.append(_metric(algorithm, corpus, "perplexity", ppl[algorithm]))
+    frame = pd.DataFrame(metrics)
+    summary = build_summary(pd.DataFrame(columns=SELECTION_COLUMNS), frame)
+    by = summary.set_index("algorithm")["avg_accuracy"]
+    assert sum(per_task["greedy"]) / 6 != sum(per_task["beam"]) / 6  # the noise the rounding removes
+    assert by["greedy"] == by["beam"] == round(0.45, TIE_DECIMALS)
+    # ρ with the tie ranked as a tie: ppl ranks 3,2,1,4; acc ranks 1, 2.5, 2.5, 4.
+    rho = spearman_table(summary).iloc[0]["rho"]
+    expected = np.corrcoef([3, 2, 1, 4], [1, 2.5, 2.5, 4])[0, 1]
+    assert rho == pytest.approx(expected)
+    assert spearman_rows(np.array([[3, 2, 1, 4.0]]), np.array([[0.425, 0.45, 0.45, 0.47]]))[0] == pytest.approx(expected)
+    # Bold: both tied cells of a tied best are bold.
+    table = ReportTable(name="t", title="T", caption="", frame=summary.assign(block=1),
+                        columns=[Column("avg_accuracy", "Avg", best="max")], block=["block"])  # fmt: skip
+    tied = summary.assign(avg_accuracy=summary["avg_accuracy"].where(summary["algorithm"] != "ga", 0.40))
+    table.frame = tied.assign(block=1)
+    flags = to_csv_frame(table).set_index("algorithm")["best_avg_accuracy"]
+    assert flags["greedy"] and flags["beam"] and not flags["one_shot"]
+
+
+def _metric(algorithm, benchmark, metric, value):
+    return {"model": "m", "calibration": "ppl_c4", "budget": 7, "algorithm": algorithm, "removed": "1 2",
+            "benchmark": benchmark, "metric": metric, "value": value, "stderr": None, "n": 100, "headline": True,
+            "source": "x"}  # fmt: skip
+
+
+def test_verdict_rules_use_the_interval():
+    assert above(0.1, 0.5, 0.3, 0.0) == HOLDS
+    assert above(-0.5, -0.1, -0.3, 0.0) == FAILS
+    assert above(-0.1, 0.5, 0.3, 0.0) == UNSURE
+    assert above(np.nan, np.nan, 0.3, 0.0) == HOLDS  # no interval: the point value decides
+    assert below(0.5, 1.9, 1.3, 2.0) == HOLDS
+    assert below(2.1, 3.0, 2.5, 2.0) == FAILS
+    assert below(1.5, 2.5, 1.9, 2.0) == UNSURE
+    assert below(-0.2, 0.0, -0.1, 0.0, strict=True) == UNSURE
+
+
+def test_observations_with_intervals_on_synthetic_documents():
+    """Two calibrations × three algorithms with per-document results: every ratio and ρ gets an
+    interval, and a ρ whose interval straddles zero is inconclusive."""
+    rng = np.random.default_rng(0)
+    runs, nll = {}, {}
+    p = {("ppl_c4", "one_shot"): 0.50, ("ppl_c4", "greedy"): 0.52, ("ppl_c4", "beam"): 0.51,
+         ("tlm_cs170k", "one_shot"): 0.47, ("tlm_cs170k", "greedy"): 0.55, ("tlm_cs170k", "beam"): 0.49}  # fmt: skip
+    base = {"ppl_c4": 2.0, "tlm_cs170k": 5.0}
+    for (calibration, algorithm), prob in p.items():
+        key = ("m", calibration, 7, algorithm)
+        runs[key] = rng.random(60) < prob
+        nll[key] = rng.normal(base[calibration] * 100, 5, size=8)
+    samples = samples_for(runs, nll)
+    reps = document_replicates(samples, n_resamples=300, seed=0)
+    rows = []
+    for (_, calibration, budget, algorithm), correct in runs.items():
+        key = ("m", calibration, budget, algorithm)
+        rows.append({"model": "m", "calibration": calibration, "budget": budget, "algorithm": algorithm,
+                     "avg_accuracy": round(correct.mean(), 9),
+                     "avg_perplexity": math.exp(nll[key].sum() / (100 * len(nll[key])))})  # fmt: skip
+    summary = pd.DataFrame(rows)
+    selections = summary.assign(removed=["1 2", "1 2", "1 3", "4 5", "4 6", "5 6"])
+    obs = evaluate_observations(selections, summary, reps)
+    ratio = obs.rows[obs.rows["statistic"].str.contains("perplexity shift ratio") & (obs.rows["scope"] != "m M=7")]
+    assert ratio["ci_low"].notna().all() and (ratio["ci_low"] <= ratio["value"]).all()
+    rho = obs.rows[obs.rows["statistic"].str.startswith("ρ")]
+    assert rho["ci_low"].notna().all()
+    assert set(rho["verdict"]) <= {HOLDS, FAILS, UNSURE}
+    assert obs.verdicts["5.1"] == HOLDS
