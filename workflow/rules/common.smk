@@ -187,51 +187,55 @@ def data_args():
     return join_args([("--data-dir", config["data_dir"])])
 
 
-class _FormattedLater:
-    """A value formatted into a rule's shell command when the job runs, but not a `params:` entry.
+class NotARerunTrigger:
+    """A `params:` value that reaches the shell command but never makes Snakemake rerun a job.
 
-    Snakemake reruns a job whose params changed. Where the offline mirror lies (`data_dir`) is no
-    such change: what a result depends on is the data's content, whose hash is in the memo and
-    evaluation-cache keys. So `--data-dir` reaches the commands as `{DATA_DIR_ARGS}` (a workflow
-    global, formatted per job) and running with another `data_dir`, or none, plans nothing new.
+    Snakemake reruns a job whose params changed, but it records and compares only params of builtin
+    types (str, int, list, dict, ...); other objects are left out of the comparison. Wrapping a
+    value in this class therefore keeps it out of the rerun decision, for options that change no
+    result: where the offline mirror lies (`data_dir`: what a result depends on is the data's
+    content, whose hash is in the memo and evaluation-cache keys), the memo's journal mode, and
+    `--recompute` on forced rules. Formatting `{params.x}` gives the text.
     """
 
-    def __init__(self, function):
-        self.function = function
+    def __init__(self, text):
+        self.text = text
 
     def __format__(self, spec):
-        return self.function()
+        return self.text
 
-    __str__ = lambda self: self.function()
-
-
-DATA_DIR_ARGS = _FormattedLater(data_args)
+    def __str__(self):
+        return self.text
 
 
-class _RecomputeFlags:
-    """`{RECOMPUTE[rule]}` in a shell command: `--recompute` when Snakemake was asked to force that
-    rule (`--forcerun rule`, `--forceall`), so a forced rerun computes again instead of reading the
-    job's own cache (memo, evaluation cache, BO study), which is not a Snakemake output. Not a
-    param, so it triggers no rerun by itself. Jobs submitted to a cluster executor are re-planned
-    by a Snakemake process on the node that does not see the flag: there, run with
-    DEPTHPRUNE_RECOMPUTE=1 in the environment (the CLI reads it) as well."""
+def data_dir_param(wildcards):
+    """`--data-dir DIR` (or nothing: the hub): running with another data_dir plans nothing new."""
+    return NotARerunTrigger(data_args())
 
-    def __getitem__(self, rule):
+
+def memo_journal_param(wildcards):
+    """The memo's SQLite journal (wal on one machine; delete on a network filesystem written from
+    several nodes, selected by the SLURM profile): switching profiles reruns nothing."""
+    return NotARerunTrigger(
+        join_args([("--memo-journal", config["evaluator"].get("memo_journal", "wal"))])
+    )
+
+
+def recompute_param(rule):
+    """`--recompute` when Snakemake was asked to force this rule (`--forcerun rule`, `--forceall`),
+    so a forced rerun computes again instead of reading the job's own cache (memo, evaluation cache,
+    BO study), which is not a Snakemake output. Jobs a cluster executor submits are re-planned by a
+    Snakemake process on the node that does not see the flag: there, also set DEPTHPRUNE_RECOMPUTE=1
+    in the environment (the CLI reads it)."""
+
+    def param(wildcards):
         settings = workflow.dag_settings
         forced = bool(getattr(settings, "forceall", False)) or rule in set(
             getattr(settings, "forcerun", None) or ()
         )
-        return "--recompute" if forced else ""
+        return NotARerunTrigger("--recompute" if forced else "")
 
-
-RECOMPUTE = _RecomputeFlags()
-
-# The memo's SQLite journal (wal on one machine, delete on a network filesystem shared by several
-# nodes; the SLURM profile selects delete). How the memo is written changes no result, so it is not
-# a param either: switching profiles reruns nothing.
-MEMO_JOURNAL_ARGS = _FormattedLater(
-    lambda: join_args([("--memo-journal", config["evaluator"].get("memo_journal", "wal"))])
-)
+    return param
 
 
 def calibration_args(wildcards):
@@ -249,7 +253,7 @@ def calibration_args(wildcards):
     ]
     if kind == "tlm":
         pairs.append(("--tlm-format", sizes["format"]))
-    return join_args(pairs)  # --data-dir comes through {DATA_DIR_ARGS}, not params
+    return join_args(pairs)  # --data-dir comes through data_dir_param
 
 
 def evaluator_args(wildcards):
@@ -295,7 +299,9 @@ def evaluation_args(wildcards):
         f"--headline-metric {shlex.quote(f'{benchmark}={metric}')}"
         for benchmark, metric in sorted(options["headline_metrics"].items())
     )
-    return " ".join(part for part in (join_args(pairs), headline) if part)  # + {DATA_DIR_ARGS}
+    return " ".join(
+        part for part in (join_args(pairs), headline) if part
+    )  # + data_dir_param
 
 
 def figure_outputs():

@@ -66,9 +66,12 @@ rule evaluate_selection:
     params:
         model=model_args,
         evaluation=evaluation_args,
+        # Not rerun triggers (see NotARerunTrigger in common.smk):
+        data_dir=data_dir_param,
+        recompute=recompute_param("evaluate_selection"),
     shell:
-        "depthprune --log-file {log:q} evaluate {RECOMPUTE[evaluate_selection]} {params.model}"
-        " --selection {input.selection:q} {params.evaluation} {DATA_DIR_ARGS}"
+        "depthprune --log-file {log:q} evaluate {params.recompute} {params.model}"
+        " --selection {input.selection:q} {params.evaluation} {params.data_dir}"
         " --out-metrics {output.metrics:q} --out-raw {output.raw:q}"
         " --out-samples {output.samples:q}"
 
@@ -94,8 +97,11 @@ rule evaluate_dense:
     params:
         model=model_args,
         evaluation=evaluation_args,
+        # Not rerun triggers (see NotARerunTrigger in common.smk):
+        data_dir=data_dir_param,
+        recompute=recompute_param("evaluate_dense"),
     shell:
-        "depthprune --log-file {log:q} evaluate {RECOMPUTE[evaluate_dense]} {params.model}"
-        " {params.evaluation} {DATA_DIR_ARGS}"
+        "depthprune --log-file {log:q} evaluate {params.recompute} {params.model}"
+        " {params.evaluation} {params.data_dir}"
         " --out-metrics {output.metrics:q} --out-raw {output.raw:q}"
         " --out-samples {output.samples:q}"

@@ -21,7 +21,11 @@ rule prior:
         model=model_args,
         calibration=calibration_args,
         evaluator=evaluator_args,
+        # Not rerun triggers (see NotARerunTrigger in common.smk):
+        data_dir=data_dir_param,
+        memo_journal=memo_journal_param,
+        recompute=recompute_param("prior"),
     shell:
-        "depthprune --log-file {log:q} prior {RECOMPUTE[prior]}"
-        " {params.model} {params.calibration} {DATA_DIR_ARGS} {params.evaluator} {MEMO_JOURNAL_ARGS}"
+        "depthprune --log-file {log:q} prior {params.recompute}"
+        " {params.model} {params.calibration} {params.data_dir} {params.evaluator} {params.memo_journal}"
         " --out {output:q}"

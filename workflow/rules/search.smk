@@ -55,9 +55,13 @@ rule search:
         model=model_args,
         calibration=calibration_args,
         evaluator=evaluator_args,
+        # Not rerun triggers (see NotARerunTrigger in common.smk):
+        data_dir=data_dir_param,
+        memo_journal=memo_journal_param,
+        recompute=recompute_param("search"),
     shell:
-        "depthprune --log-file {log:q} search {RECOMPUTE[search]}"
+        "depthprune --log-file {log:q} search {params.recompute}"
         " --algorithm {wildcards.algorithm} --budget {wildcards.budget}"
         " --prior {input.prior:q} --workdir {params.workdir:q} {params.hyperparameters}"
-        " {params.model} {params.calibration} {DATA_DIR_ARGS} {params.evaluator} {MEMO_JOURNAL_ARGS}"
+        " {params.model} {params.calibration} {params.data_dir} {params.evaluator} {params.memo_journal}"
         " --out-selection {output.selection:q} --out-trace {output.trace:q}"
