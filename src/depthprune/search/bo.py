@@ -13,7 +13,8 @@ Budget = distinct sets (docs/method.md §4.5): ``n_trials`` counts distinct subs
 TPE proposes a set this search already evaluated, the trial is told the stored loss (so TPE's
 model stays consistent), flagged as a repeat, not counted, and TPE is asked again. At most
 ``max_asks`` trials are asked in all; if that cap stops the search first, the log and
-``selection.json`` (``diagnostics``) say so, with the number of repeats.
+``selection.json`` (``diagnostics``) say so, with the number of repeats. When ``n_trials`` is at
+least the number of M-subsets, every subset is evaluated directly (the search is exhaustive).
 
 Resumable: the study lives in SQLite under the problem's workdir. ``n_trials`` is the total, so a
 run killed at any point and started again finishes the remaining trials only. To end with the same
@@ -30,6 +31,7 @@ trial), so the search time excludes the downtime between a kill and the restart.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -98,6 +100,14 @@ class BayesianOptimisation(SearchAlgorithm):
             target = min(params["n_trials"], math.comb(len(allowed), problem.budget))
             if done:
                 log.info("%s: resuming study with %d of %d distinct sets done (%d asks)", self.name, distinct, target, asks)
+            if target == math.comb(len(allowed), problem.budget) and not done:
+                # n_trials covers the whole space: evaluate it (one batch) instead of waiting for
+                # TPE to stumble on the last unseen sets.
+                subsets = [normalise_set(c) for c in itertools.combinations(allowed, problem.budget)]
+                problem.evaluator.evaluate(subsets)
+                problem.diagnostics.update({"asks": 0, "repeats": 0, "distinct": len(subsets), "stopped": "every subset evaluated"})
+                return normalise_set(problem.evaluator.best(size=problem.budget).removed)
+
             waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
             if params["prior_guided"] and not done and not waiting:
                 top = set(problem.prior_top())
