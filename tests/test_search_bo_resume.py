@@ -61,7 +61,7 @@ def completed_trials(workdir) -> int:
 
 def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
     reference = run_script(tmp_path / "uninterrupted", delay=0.0)
-    assert len(reference["trace"]) == N_TRIALS
+    assert reference["distinct"] == N_TRIALS  # distinct sets; repeats (memo hits in the trace) are extra
 
     workdir = tmp_path / "killed"
     delay = 0.1

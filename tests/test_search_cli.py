@@ -19,7 +19,7 @@ SMALL = {"bo": {"n_trials": 15}, "ga": {"generations": 3}}
 SELECTION_FIELDS = [
     "model", "calibration", "budget", "algorithm", "removed", "n_layers", "loss", "calibration_perplexity",
     "calibration_accuracy", "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds", "seed",
-    "hyperparameters", "versions",
+    "hyperparameters", "diagnostics", "versions",
 ]  # fmt: skip
 
 

@@ -247,42 +247,16 @@ class SubsetEvaluator:
         return self._dense_record
 
     def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
-        """g = ∂L/∂α and H = ∂²L/∂α² at α = 1 for gated blocks h ← h + α_i f_i(h) (spec §4.6).
-
-        L is a sum of per-batch terms, so both are accumulated batch by batch; H takes N
-        Hessian-vector products (one backward pass per row) per batch.
-        """
+        """g = ∂L/∂α and H = ∂²L/∂α² at α = 1 for gated blocks h ← h + α_i f_i(h) (docs/method.md §4.6),
+        computed in float32 at least (see depthprune.gate_derivatives)."""
         if self._gate_derivatives is not None:  # independent of M: every budget reuses it
             return self._gate_derivatives
-        n = self.n_layers
-        grad = torch.zeros(n, dtype=torch.float64)
-        hess = torch.zeros(n, n, dtype=torch.float64)
-        started = time.perf_counter()
-        # Double backward needs the plain-math attention kernel (fused kernels lack it).
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from depthprune.gate_derivatives import gate_derivatives
 
-        with sdpa_kernel(SDPBackend.MATH):
-            for b, batch in enumerate(self.objective.batches):
-                grad_b, hess_b = self._batch_gate_derivatives(b, batch)
-                grad += grad_b
-                hess += hess_b
-        self.stats.blocks_run += n  # one gated forward pass (plus its backward passes)
-        log.info("gate derivatives: %d Hessian rows in %.1fs", n, time.perf_counter() - started)
-        hess = 0.5 * (hess + hess.T)  # symmetric up to float error
-        self._gate_derivatives = (grad.numpy(), hess.numpy())
+        grad, hess, _ = gate_derivatives(self.model, self.family, self.objective, self.device, self.head_chunk)
+        self.stats.blocks_run += self.n_layers  # one gated forward pass (plus its backward passes)
+        self._gate_derivatives = (grad, hess)
         return self._gate_derivatives
-
-    def _batch_gate_derivatives(self, b: int, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        n = self.n_layers
-        alpha = torch.ones(n, dtype=torch.float32, device=self.device, requires_grad=True)
-        hidden = self._embeddings[b].to(self.device)
-        for j, block in enumerate(self.blocks):
-            update = block(hidden, **self._block_kwargs[b][j]) - hidden
-            hidden = hidden + alpha[j].to(hidden.dtype) * update
-        term = self.objective.batch_loss(batch, self._token_logprobs(b, hidden))
-        (grad,) = torch.autograd.grad(term, alpha, create_graph=True)
-        rows = [torch.autograd.grad(grad[i], alpha, retain_graph=i < n - 1)[0] for i in range(n)]
-        return grad.detach().double().cpu(), torch.stack(rows).detach().double().cpu()
 
     # ------------------------------------------------------------------ memo
     def _lookup(self, key: tuple[int, ...]) -> tuple[float, float | None, float] | None:

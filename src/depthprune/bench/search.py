@@ -1,10 +1,18 @@
-"""``python -m depthprune bench search``: all seven searches, two budgets, one shared evaluator.
+"""``python -m depthprune bench search``: every search of the study (the paper's seven and the
+random-initialisation controls), two budgets, one shared evaluator.
 
 Prints, per (budget, algorithm), the distinct evaluations, memo hits, blocks run, seconds, removed
-set and loss, and last ``search: blocks_ratio=R``: the decoder blocks actually run (dense capture,
-prior, every search, CBO's gated pass) divided by what a naive implementation would run — every
-evaluation request from scratch, no memo, nothing shared between algorithms or budgets, a set S
-costing N − |S| blocks, repeats included.
+set and loss; then ``search: blocks_ratio=R``: the decoder blocks actually run (dense capture,
+prior, every search, CBO's gated pass and diagnostic sets) divided by what a naive implementation
+would run — every evaluation request from scratch, no memo, nothing shared between algorithms or
+budgets, a set S costing N − |S| blocks, repeats included; then
+``search-quality: bo_distinct_min=D fbs_differs=K/C``: the fewest distinct sets any BO run
+(bo, bo_random) evaluated, and in how many of the C budgets fast_block_select's set differs from
+one-shot's.
+
+``--exhaustive M ...`` also enumerates every M-subset (the true optimum) and prints
+``optimality: M=<M> optimum=<L>``, then each algorithm's gap (its loss minus the optimum) and the
+rank of its set among all C(N, M) subsets (1 = the optimum; ties share the better rank).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from pathlib import Path
 from depthprune.cli_common import add_calibration_args, add_evaluator_args, add_model_args, build_evaluator
 from depthprune.io import format_layers
 from depthprune.prior import compute_prior
-from depthprune.search import ALGORITHMS
+from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
 from depthprune.search.cli import parse_params
 from depthprune.search.runner import run_search
 
@@ -33,8 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-samples", type=int, default=8, help="calibration samples (small: a CPU benchmark)")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per calibration sample")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budgets", type=int, nargs="+", default=[7, 9], metavar="M")
-    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS), metavar="ALGORITHM")
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, metavar="M",
+                        help="budgets of the main table (default: 7 9; with --exhaustive: its budgets)")
+    parser.add_argument("--algorithms", nargs="+", default=list(STUDY_ALGORITHMS), choices=list(STUDY_ALGORITHMS), metavar="ALGORITHM")
+    parser.add_argument("--exhaustive", type=int, nargs="+", default=[], metavar="M",
+                        help="also enumerate every M-subset and report each algorithm's optimality gap and rank")
     parser.add_argument(
         "--param",
         action="append",
@@ -78,6 +89,7 @@ def algorithm_params(items: list[str]) -> dict[str, dict]:
 
 def run(args: argparse.Namespace) -> int:
     params = algorithm_params(args.param)
+    budgets = args.budgets or (sorted(set(args.exhaustive)) if args.exhaustive else [7, 9])
     started = time.perf_counter()
     evaluator = build_evaluator(evaluator_arguments(args))
     n = evaluator.n_layers
@@ -91,27 +103,52 @@ def run(args: argparse.Namespace) -> int:
     )
     header = f"{'M':>2} {'algorithm':<18} {'distinct':>8} {'memo':>6} {'blocks':>7} {'seconds':>8}  {'loss':>9}  removed"
     print(header)
+    results = {}
     with tempfile.TemporaryDirectory(prefix="bench-search-") as scratch:
         workdir = Path(args.workdir or scratch)
-        for budget in args.budgets:
+
+        def search(name: str, budget: int):
+            result = run_search(
+                evaluator, name, budget, prior["scores"], seed=args.seed, workdir=workdir / f"M{budget}" / name,
+                params=params.get(name), prior_seconds=prior["cost"]["seconds"],
+            )  # fmt: skip
+            nonlocal naive_blocks
+            naive_blocks += result.naive_blocks + int(result.diagnostics.get("diagnostic_naive_blocks", 0))
+            print(
+                f"{budget:>2} {name:<18} {result.distinct_evaluations:>8} {result.memo_hits:>6} "
+                f"{result.blocks_run:>7} {result.search_seconds:>8.1f}  {result.loss:>9.5f}  [{format_layers(result.removed)}]",
+                flush=True,
+            )
+            if name == "cbo":
+                d = result.diagnostics
+                print(f"   cbo energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
+                      f"random{d.get('n_random', 0)}={_fmt(d.get('energy_loss_spearman_random'))}", flush=True)
+            results[budget, name] = result
+            return result
+
+        for budget in budgets:
             for name in args.algorithms:
-                result = run_search(
-                    evaluator,
-                    name,
-                    budget,
-                    prior["scores"],
-                    seed=args.seed,
-                    workdir=workdir / f"M{budget}" / name,
-                    params=params.get(name),
-                    prior_seconds=prior["cost"]["seconds"],
-                )
-                naive_blocks += result.naive_blocks
-                print(
-                    f"{budget:>2} {name:<18} {result.distinct_evaluations:>8} {result.memo_hits:>6} "
-                    f"{result.blocks_run:>7} {result.search_seconds:>8.1f}  {result.loss:>9.5f}  [{format_layers(result.removed)}]",
-                    flush=True,
-                )
+                search(name, budget)
+        optimality_lines = []
+        for budget in args.exhaustive:
+            truth = search("exhaustive", budget)
+            losses = sorted(e.loss for e in truth.trace)
+            optimality_lines.append(f"optimality: M={budget} optimum={truth.loss:.5f} subsets={len(losses)}")
+            for name in args.algorithms:
+                result = results.get((budget, name)) or search(name, budget)
+                rank = 1 + sum(loss < result.loss for loss in losses)
+                optimality_lines.append(f"  {name:<18} gap={result.loss - truth.loss:.5f} rank={rank}/{len(losses)}")
     blocks_run = evaluator.stats.blocks_run  # cumulative since the evaluator was built
     print(f"total: blocks_run={blocks_run} naive_blocks={naive_blocks} seconds={time.perf_counter() - started:.1f}")
     print(f"search: blocks_ratio={blocks_run / naive_blocks:.4f}")
+    bo_distinct = [r.distinct_evaluations for (m, name), r in results.items() if name in ("bo", "bo_random") and m in budgets]
+    fbs_cells = [m for m in budgets if (m, "fast_block_select") in results and (m, "one_shot") in results]
+    differs = sum(results[m, "fast_block_select"].removed != results[m, "one_shot"].removed for m in fbs_cells)
+    print(f"search-quality: bo_distinct_min={min(bo_distinct) if bo_distinct else 'NA'} fbs_differs={differs}/{len(fbs_cells)}")
+    for line in optimality_lines:
+        print(line)
     return 0
+
+
+def _fmt(value) -> str:
+    return "NA" if value is None else f"{value:.3f}"

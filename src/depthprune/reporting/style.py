@@ -22,7 +22,9 @@ from depthprune.io import atomic_path
 # matplotlib's PDF backend subsets fonts with fontTools, which logs every table at INFO level.
 logging.getLogger("fontTools").setLevel(logging.WARNING)
 
-ALGORITHMS = ("one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select")
+# The paper's seven, then the random-initialisation controls of GA and BO (paper's limitation 2).
+PAPER_ALGORITHMS = ("one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select")
+ALGORITHMS = PAPER_ALGORITHMS + ("ga_random", "bo_random")
 ALGORITHM_NAMES = {
     "one_shot": "One-shot",
     "greedy": "Greedy",
@@ -31,10 +33,13 @@ ALGORITHM_NAMES = {
     "bo": "BO",
     "cbo": "CBO",
     "fast_block_select": "Fast-block-select",
+    "ga_random": "GA (random init)",
+    "bo_random": "BO (random init)",
+    "exhaustive": "Exhaustive",
     "dense": "Dense",
 }
-ALGORITHM_MARKERS = dict(zip(ALGORITHMS, ("o", "s", "^", "D", "v", "P", "X")))
-EXTRA_MARKERS = ("<", ">", "h", "*", "p", "8")
+ALGORITHM_MARKERS = dict(zip(ALGORITHMS, ("o", "s", "^", "D", "v", "P", "X", "<", ">")))
+EXTRA_MARKERS = ("h", "*", "p", "8", "d", "H")
 
 CALIBRATIONS = ("ppl_c4", "tlm_cs170k", "ppl_cs170k")
 PAPER_CALIBRATIONS = ("ppl_c4", "tlm_cs170k")
@@ -109,8 +114,8 @@ def calibration_name(name: str) -> str:
 
 
 def ordered_algorithms(names) -> list[str]:
-    """The seven algorithms of the spec first, in its order, then any others by name."""
-    return sorted(set(names) | set(ALGORITHMS), key=algorithm_sort_key)
+    """The paper's seven (always, in its order), then the controls and any others present."""
+    return sorted(set(names) | set(PAPER_ALGORITHMS), key=algorithm_sort_key)
 
 
 def ordered_calibrations(names) -> list[str]:

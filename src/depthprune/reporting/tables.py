@@ -154,7 +154,7 @@ def table5(selections: pd.DataFrame) -> ReportTable:
         name="table5", title="Table 5",
         caption=(
             "Algorithm-level agreement over the pruned layer sets of each (model, M, calibration) cell: "
-            "Mean of the pairwise Jaccard similarities (21 pairs for seven algorithms), their Range "
+            "Mean of the pairwise Jaccard similarities (n(n−1)/2 pairs for n algorithms), their Range "
             "(min-max), and Full overlap |∩S_i|/|∪S_i|. Highest per (model, M) in bold."
         ),
         frame=frame, columns=columns, block=["model", "budget"], empty_note="No pruned sets.",

@@ -1,13 +1,18 @@
-"""The seven layer-subset search algorithms (spec §4), one module each, and their registry."""
+"""The layer-subset search algorithms (docs/method.md §4), one module each, and their registry.
+
+The paper's seven, in its order, then the random-initialisation controls of GA and BO (the paper's
+limitation 2) and the exhaustive ground truth (not in the default study: it is affordable for small
+M only)."""
 
 from __future__ import annotations
 
 from depthprune.search.base import SearchAlgorithm, SearchProblem, TracingEvaluator
 from depthprune.search.beam import Beam
-from depthprune.search.bo import BayesianOptimisation
+from depthprune.search.bo import BayesianOptimisation, RandomInitBayesianOptimisation
 from depthprune.search.cbo import ConstrainedBinaryOptimisation
+from depthprune.search.exhaustive import Exhaustive
 from depthprune.search.fast_block_select import FastBlockSelect
-from depthprune.search.ga import GeneticAlgorithm
+from depthprune.search.ga import GeneticAlgorithm, RandomInitGeneticAlgorithm
 from depthprune.search.greedy import Greedy
 from depthprune.search.one_shot import OneShot
 
@@ -22,8 +27,13 @@ ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
         BayesianOptimisation,
         ConstrainedBinaryOptimisation,
         FastBlockSelect,
+        RandomInitGeneticAlgorithm,
+        RandomInitBayesianOptimisation,
+        Exhaustive,
     )
 }
+# The searches of a study by default (everything but the exhaustive ground truth).
+STUDY_ALGORITHMS: tuple[str, ...] = tuple(name for name in ALGORITHMS if name != "exhaustive")
 
 
 def get_algorithm(name: str) -> SearchAlgorithm:
@@ -33,4 +43,4 @@ def get_algorithm(name: str) -> SearchAlgorithm:
         raise ValueError(f"unknown search algorithm {name!r} (known: {', '.join(ALGORITHMS)})") from None
 
 
-__all__ = ["ALGORITHMS", "SearchAlgorithm", "SearchProblem", "TracingEvaluator", "get_algorithm"]
+__all__ = ["ALGORITHMS", "STUDY_ALGORITHMS", "SearchAlgorithm", "SearchProblem", "TracingEvaluator", "get_algorithm"]

@@ -10,7 +10,7 @@ records every evaluation of this search in order and counts what this search cos
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Sequence
 
@@ -192,6 +192,9 @@ class SearchProblem:
     seed: int
     protected: frozenset[int]
     workdir: Path
+    # What the search wants on record beside its result (BO's repeat count, CBO's energy-loss
+    # correlations); written to selection.json as "diagnostics".
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_layers(self) -> int:

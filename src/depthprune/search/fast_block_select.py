@@ -1,32 +1,30 @@
-"""Fast block select (after MI-Prun; spec §4.7), with the unified loss and history tracking.
+"""Fast-block-select (after MI-Prun's Fast-Block-Select, Zhang et al. 2026, arXiv 2601.07212;
+docs/method.md §4.7), with the unified calibration loss and history tracking (paper §4.2).
 
-Layers are ranked by the prior s_i. The prune pool P starts as the top M, the alternative pool A as
-the next M. Each iteration:
+Candidates are contiguous blocks of layers (runs of 1..``max_block_len`` consecutive removable
+layers). Each candidate is scored by the true calibration loss of removing the whole block,
+L(block), in one batch at the start, so a block's score already contains the interactions inside
+it (MI-Prun's point: a contiguous block's importance is not the sum of its layers').
 
-1. forms every contiguous run of layers inside P ∪ A and each of its sub-runs of length 1..M
-   ("groups"), scores each group from the prior, and evaluates the true loss of the ``top_k`` best
-   groups (one batch);
-2. greedily assembles non-overlapping groups of total size M in order of true loss increase per
-   removed layer, (L(G) − L(∅)) / |G|, filling any shortfall with the best remaining layers by s_i;
-3. evaluates the assembled set; P becomes that set and A the next M layers by s_i outside P;
-   the loop stops when P does not change or after ``max_iters`` iterations.
+The current set P starts at the prior's top M (the one-shot set). Each iteration:
 
-History tracking (paper §4.2): the best M-set ever evaluated, including the starting P, is returned,
-so refinement never ends worse than where it started.
+1. splits P into its blocks: every contiguous sub-run of P of length ≤ ``max_block_len`` and, for
+   each length k ≥ 2, the k weakest single layers of P taken together (P is rarely contiguous, and
+   without these a scattered P could only ever swap single layers for single layers);
+2. orders them from weakest to strongest: the weakest block is the one whose own removal costs the
+   most per layer, (L(b) − L(∅)) / |b| (for the group of k single layers, the mean of theirs);
+3. for the weakest block b, forms the swaps P − b + c for the ``top_k`` best candidate blocks c of
+   the same length (ranked by L(c); c disjoint from P − b), evaluates them in one batch and moves
+   to the best if it beats L(P); otherwise tries the next weakest block;
+4. stops when no block of P has an improving swap, or after ``max_iters`` moves.
 
-Choice: group scores use the increase over the dense model, Δs_i = s_i − L(∅). With
-``group_score: per_layer`` (default) a group scores mean(Δs_i), on the same per-layer footing as the
-assembly step; ``group_score: sum`` scores Σ Δs_i as the spec's literal wording. Because Δs_i is
-almost always positive, a sum ranks every group below its own members, so the top-k would be single
-layers only and the search would collapse to one-shot; the per-layer score lets contiguous blocks,
-whose joint removal is where non-additivity shows, reach the evaluation.
+History tracking: the best M-set ever evaluated is returned (here the final P, as moves only
+improve, but kept explicit as the paper's adaptation).
 """
 
 from __future__ import annotations
 
 import logging
-
-import numpy as np
 
 from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, loss_key, normalise_set, record_key
 
@@ -35,44 +33,47 @@ log = logging.getLogger(__name__)
 
 class FastBlockSelect(SearchAlgorithm):
     name = "fast_block_select"
-    defaults = {"max_iters": 10, "top_k": 8, "group_score": "per_layer"}
-    choices = {"group_score": ("per_layer", "sum")}
-    ranges = {"max_iters": POSITIVE, "top_k": POSITIVE}
+    defaults = {"max_iters": 10, "top_k": 8, "max_block_len": 3}
+    ranges = {"max_iters": POSITIVE, "top_k": POSITIVE, "max_block_len": POSITIVE}
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
-        if params["top_k"] < 1 or params["max_iters"] < 1:
-            raise ValueError("search algorithm 'fast_block_select': top_k and max_iters must be at least 1")
-        budget, ranking, ev = problem.budget, problem.ranking, problem.evaluator
-        prune = problem.prior_top()
-        dense, start = ev.evaluate([(), prune])
-        increase = problem.prior - dense.loss  # Δs_i; NaN for protected layers, never used
-        best = start
+        if params["top_k"] < 1 or params["max_iters"] < 1 or params["max_block_len"] < 1:
+            raise ValueError("search algorithm 'fast_block_select': top_k, max_iters and max_block_len must be at least 1")
+        ev, budget = problem.evaluator, problem.budget
+        max_len = min(params["max_block_len"], budget)
+        candidates = contiguous_blocks(problem.allowed, max_len)
+        records = ev.evaluate([()] + candidates + [problem.prior_top()])
+        dense, block_records, current = records[0], records[1:-1], records[-1]
+        block_loss = {normalise_set(r.removed): r.loss for r in block_records}
+        best = current
         for iteration in range(params["max_iters"]):
-            alternative = next_layers(ranking, prune, budget)
-            groups = contiguous_groups(sorted(set(prune) | set(alternative)), budget)
-            groups.sort(key=lambda g: loss_key(group_score(increase, g, params["group_score"]), g))
-            records = ev.evaluate(groups[: params["top_k"]])
-            per_layer = {normalise_set(r.removed): (r.loss - dense.loss) / len(r.removed) for r in records}
-            candidate = assemble(per_layer, ranking, budget)
-            record = ev.evaluate([candidate])[0]
-            for r in records + [record]:  # a group of size M is a candidate as well
-                if len(r.removed) == budget and record_key(r) < record_key(best):
-                    best = r
-            log.debug("fast_block_select: iteration %d set %s loss %.6g", iteration, candidate, record.loss)
-            if candidate == prune:
+            moved = None
+            for block in weakest_first(current.removed, max_len, block_loss, dense.loss):
+                rest = set(current.removed) - set(block)
+                swaps = [
+                    normalise_set(rest | set(c))
+                    for c in sorted(candidates, key=lambda c: loss_key(block_loss[c], c))
+                    if len(c) == len(block) and c != block and rest.isdisjoint(c)
+                ][: params["top_k"]]
+                if not swaps:
+                    continue
+                found = min(ev.evaluate(swaps), key=record_key)
+                if record_key(found) < record_key(current):
+                    moved = (block, found)
+                    break
+            if moved is None:
+                log.info("fast_block_select: no improving block swap after %d moves", iteration)
                 break
-            prune = candidate
+            block, current = moved
+            log.info("fast_block_select: move %d swaps out %s -> %s loss %.6g", iteration + 1, block, current.removed, current.loss)
+            if record_key(current) < record_key(best):
+                best = current
         return normalise_set(best.removed)
 
 
-def next_layers(ranking: tuple[int, ...], exclude: tuple[int, ...], count: int) -> tuple[int, ...]:
-    """The first ``count`` layers of ``ranking`` that are not in ``exclude``."""
-    excluded = set(exclude)
-    return tuple([i for i in ranking if i not in excluded][:count])
-
-
-def contiguous_groups(pool: list[int], max_len: int) -> list[tuple[int, ...]]:
-    """Every run of consecutive layer indices inside ``pool`` of length 1..max_len."""
+def contiguous_blocks(layers, max_len: int) -> list[tuple[int, ...]]:
+    """Every run of 1..max_len consecutive indices inside ``layers`` (sorted by length, then start)."""
+    pool = sorted(int(i) for i in layers)
     runs: list[list[int]] = []
     for layer in pool:
         if runs and layer == runs[-1][-1] + 1:
@@ -81,27 +82,17 @@ def contiguous_groups(pool: list[int], max_len: int) -> list[tuple[int, ...]]:
             runs.append([layer])
     return [
         tuple(run[start : start + length])
+        for length in range(1, max_len + 1)
         for run in runs
-        for length in range(1, min(max_len, len(run)) + 1)
         for start in range(len(run) - length + 1)
     ]
 
 
-def group_score(increase: np.ndarray, group: tuple[int, ...], how: str) -> float:
-    total = float(np.sum(increase[list(group)]))
-    return total / len(group) if how == "per_layer" else total
-
-
-def assemble(per_layer: dict[tuple[int, ...], float], ranking: tuple[int, ...], budget: int) -> tuple[int, ...]:
-    """Non-overlapping groups, best true loss per layer first, up to M layers; then fill by prior."""
-    chosen: set[int] = set()
-    for group in sorted(per_layer, key=lambda g: loss_key(per_layer[g], g)):
-        if len(chosen) == budget:
-            break
-        if chosen.isdisjoint(group) and len(chosen) + len(group) <= budget:
-            chosen.update(group)
-    for layer in ranking:
-        if len(chosen) == budget:
-            break
-        chosen.add(layer)
-    return normalise_set(chosen)
+def weakest_first(removed, max_len: int, block_loss: dict, dense_loss: float) -> list[tuple[int, ...]]:
+    """The blocks of ``removed`` (see the module docstring), highest removal cost per layer first."""
+    cost = {b: (block_loss[b] - dense_loss) / len(b) for b in contiguous_blocks(removed, max_len)}
+    singles = sorted((b for b in cost if len(b) == 1), key=lambda b: loss_key(-cost[b], b))
+    for k in range(2, min(max_len, len(singles)) + 1):
+        group = normalise_set(i for b in singles[:k] for i in b)
+        cost.setdefault(group, sum(cost[(i,)] for i in group) / k)
+    return sorted(cost, key=lambda b: loss_key(-cost[b], b))

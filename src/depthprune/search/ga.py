@@ -13,6 +13,9 @@ with weight w_i ∝ exp(−z_i), z the standardised single-layer losses (more re
 
 Choice (spec): the operators; the hyper-parameters are the paper's. "10 generations" means ten
 rounds of offspring after the initial population.
+
+``prior_guided: false`` (the ``ga_random`` control, the paper's limitation 2): uniform weights
+everywhere, and an initial population of ``population`` uniformly drawn sets (no prior set).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class GeneticAlgorithm(SearchAlgorithm):
         "mutation": 0.15,
         "generations": 10,
         "tournament": 2,
+        "prior_guided": True,
     }
     ranges = {
         "population": Range(minimum=2),
@@ -42,17 +46,20 @@ class GeneticAlgorithm(SearchAlgorithm):
         "tournament": POSITIVE,
     }
 
+    def uses_prior(self, params: dict) -> bool:
+        return bool(params["prior_guided"])
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         size = params["population"]
         n_elite = int(round(params["elitism"] * size))
         if size < 2 or not 0 <= n_elite < size:
             raise ValueError(
-                f"search algorithm 'ga': need population >= 2 and 0 <= round(elitism * population) "
+                f"search algorithm {self.name!r}: need population >= 2 and 0 <= round(elitism * population) "
                 f"< population (population={size}, elitism={params['elitism']})"
             )
         if not 1 <= params["tournament"] <= size:
-            raise ValueError(f"search algorithm 'ga': tournament must be in [1, population], got {params['tournament']}")
-        ops = _Operators(problem, np.random.default_rng(problem.seed))
+            raise ValueError(f"search algorithm {self.name!r}: tournament must be in [1, population], got {params['tournament']}")
+        ops = _Operators(problem, np.random.default_rng(problem.seed), params["prior_guided"])
 
         population = ops.initial_population(size)
         losses = [r.loss for r in problem.evaluator.evaluate(population)]
@@ -73,10 +80,15 @@ class GeneticAlgorithm(SearchAlgorithm):
 class _Operators:
     """The GA's random operators; every draw comes from one seeded generator, in a fixed order."""
 
-    def __init__(self, problem: SearchProblem, rng: np.random.Generator):
+    def __init__(self, problem: SearchProblem, rng: np.random.Generator, prior_guided: bool = True):
         self.problem = problem
         self.rng = rng
-        self.weights = problem.prior_weights()
+        self.prior_guided = prior_guided
+        if prior_guided:
+            self.weights = problem.prior_weights()
+        else:
+            self.weights = np.zeros(problem.n_layers)
+            self.weights[list(problem.allowed)] = 1.0 / len(problem.allowed)
         self.budget = problem.budget
 
     def draw(self, pool: list[int] | np.ndarray, k: int) -> tuple[int, ...]:
@@ -86,7 +98,7 @@ class _Operators:
         return normalise_set(self.rng.choice(pool, size=k, replace=False, p=p))
 
     def initial_population(self, size: int) -> list[tuple[int, ...]]:
-        population = [self.problem.prior_top()]
+        population = [self.problem.prior_top()] if self.prior_guided else []
         allowed = list(self.problem.allowed)
         while len(population) < size:
             for _ in range(_MAX_REDRAWS):
@@ -111,3 +123,10 @@ class _Operators:
                 kept = [i for i in self.problem.allowed if i not in removed]
                 removed[position] = self.draw(kept, 1)[0]
         return normalise_set(removed)
+
+
+class RandomInitGeneticAlgorithm(GeneticAlgorithm):
+    """The random-initialisation control (paper's limitation 2): no prior anywhere."""
+
+    name = "ga_random"
+    defaults = {**GeneticAlgorithm.defaults, "prior_guided": False}

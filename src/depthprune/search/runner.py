@@ -50,6 +50,7 @@ class SearchResult:
     search_seconds: float
     trace: list[TraceEntry] = field(repr=False)
     prior_seconds: float = 0.0  # the prior's cost included in search_seconds (0 if it reads no prior)
+    diagnostics: dict[str, Any] = field(default_factory=dict)  # SearchProblem.diagnostics
 
 
 def run_search(
@@ -112,6 +113,7 @@ def run_search(
         search_seconds=seconds,
         trace=list(tracer.entries),
         prior_seconds=charged_prior,
+        diagnostics=dict(problem.diagnostics),
     )
 
 
@@ -135,6 +137,7 @@ def selection_document(result: SearchResult, model: str, calibration: str) -> di
         "prior_seconds": result.prior_seconds,
         "seed": result.seed,
         "hyperparameters": result.hyperparameters,
+        "diagnostics": result.diagnostics,
         "versions": package_versions(),
     }
 

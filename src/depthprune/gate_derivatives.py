@@ -1,0 +1,110 @@
+"""Gate derivatives for CBO: g = ∂L/∂α and H = ∂²L/∂α² at α = 1 (docs/method.md §4.6).
+
+Every block gets a gate, h ← h + α_i·f_i(h). L is a sum of per-batch terms, so g and H are
+accumulated batch by batch; H takes N Hessian-vector products (one backward pass per row) per batch.
+
+Always at least float32: in bfloat16 or float16 the second derivatives of a loss of order 10 lose
+most of their digits (the default profile's bfloat16 CBO chose blocks 0-3, the worst set of every
+perplexity cell). A model running in a 16-bit dtype is therefore copied to float32 for this one
+computation (model memory x3 for a bfloat16 model, freed afterwards), and its inputs (embeddings,
+attention masks, rotary tables) are re-captured by a float32 forward pass of the copy, so the
+derivatives are those of the float32 model with the same (16-bit-rounded) weights. A float32 or
+float64 model is used as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from depthprune.calibration.objectives import Objective
+
+log = logging.getLogger(__name__)
+
+
+def derivative_dtype(model_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the derivatives are computed in: the model's if float32/float64, else float32."""
+    return model_dtype if model_dtype in (torch.float32, torch.float64) else torch.float32
+
+
+def gate_derivatives(
+    model: torch.nn.Module, family: Any, objective: Objective, device: torch.device, head_chunk: int = 2048
+) -> tuple[np.ndarray, np.ndarray, torch.dtype]:
+    """(g, H, dtype used) for ``model`` on ``objective``'s calibration batches."""
+    model_dtype = next(model.parameters()).dtype
+    dtype = derivative_dtype(model_dtype)
+    work = model if dtype == model_dtype else copy.deepcopy(model).to(dtype=dtype)
+    started = time.perf_counter()
+    try:
+        blocks = family.blocks(work)
+        n = len(blocks)
+        grad = torch.zeros(n, dtype=torch.float64)
+        hess = torch.zeros(n, n, dtype=torch.float64)
+        # Double backward needs the plain-math attention kernel (fused kernels lack it).
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            for batch in objective.batches:
+                embeddings, kwargs = _capture_inputs(work, family, batch, device)
+                alpha = torch.ones(n, dtype=dtype, device=device, requires_grad=True)
+                hidden = embeddings
+                for j, block in enumerate(blocks):
+                    update = block(hidden, **kwargs[j]) - hidden
+                    hidden = hidden + alpha[j].to(hidden.dtype) * update
+                term = objective.batch_loss(batch, _token_logprobs(work, family, batch, hidden, device, head_chunk))
+                (g,) = torch.autograd.grad(term, alpha, create_graph=True)
+                rows = [torch.autograd.grad(g[i], alpha, retain_graph=i < n - 1)[0] for i in range(n)]
+                grad += g.detach().double().cpu()
+                hess += torch.stack(rows).detach().double().cpu()
+    finally:
+        if work is not model:
+            del work
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    log.info("gate derivatives (%s): %d Hessian rows in %.1fs", str(dtype).replace("torch.", ""), n, time.perf_counter() - started)
+    hess = 0.5 * (hess + hess.T)  # symmetric up to float error
+    return grad.numpy(), hess.numpy(), dtype
+
+
+@torch.no_grad()
+def _capture_inputs(model, family, batch, device) -> tuple[torch.Tensor, list[dict]]:
+    """The input of block 0 and the keyword arguments every block receives, from the model's own forward."""
+    blocks = family.blocks(model)
+    embeddings: list[torch.Tensor] = []
+    kwargs: dict[int, dict] = {}
+
+    def hook(index):
+        def record(module, args, kw):
+            if index == 0:
+                embeddings.append(args[0] if args else kw["hidden_states"])
+            kwargs[index] = {k: v for k, v in kw.items() if k != "hidden_states"}
+
+        return record
+
+    handles = [block.register_forward_pre_hook(hook(j), with_kwargs=True) for j, block in enumerate(blocks)]
+    try:
+        family.backbone(model)(
+            input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False
+        )
+    finally:
+        for handle in handles:
+            handle.remove()
+    return embeddings[0], [kwargs[j] for j in range(len(blocks))]
+
+
+def _token_logprobs(model, family, batch, final_hidden: torch.Tensor, device, head_chunk: int) -> torch.Tensor:
+    """log p(target) at the scored positions (the head runs only there), differentiably."""
+    flat = final_hidden.reshape(-1, final_hidden.shape[-1])
+    positions = batch.flat_positions.to(flat.device)
+    targets = batch.targets.to(device)
+    pieces = []
+    for start in range(0, len(positions), head_chunk):
+        logits = family.logits(model, flat[positions[start : start + head_chunk]])
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        pieces.append(torch.log_softmax(logits, dim=-1).gather(1, targets[start : start + head_chunk, None]).squeeze(1))
+    return torch.cat(pieces)

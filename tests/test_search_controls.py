@@ -1,0 +1,195 @@
+"""Searches that really search: BO's distinct budget, fast_block_select's block swaps, the
+exhaustive ground truth, the random-initialisation controls, float32 CBO derivatives."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from depthprune.search.runner import run_search, selection_document
+from depthprune.search.synthetic import SyntheticEvaluator, random_objective
+
+
+def search(ev, name, budget, tmp_path, seed=0, **params):
+    return run_search(ev, name, budget, ev.prior(), seed=seed, workdir=tmp_path / name, params=params)
+
+
+# ----------------------------------------------------------------------------- BO
+@pytest.mark.parametrize("name", ["bo", "bo_random"])
+def test_bo_spends_its_budget_on_distinct_sets(name, tmp_path):
+    ev = random_objective(16, seed=2, interaction=0.05)
+    result = search(ev, name, 5, tmp_path, n_trials=40)
+    d = result.diagnostics
+    assert result.distinct_evaluations == d["distinct"] == 40
+    assert d["stopped"] == "n_trials reached"
+    # every ask is in the trace; repeats are memo hits and cost the evaluator nothing
+    assert len(result.trace) == d["asks"] == 40 + d["repeats"]
+    assert result.memo_hits == d["repeats"]
+    assert ev.stats.distinct_evaluations == 40 and ev.stats.memo_hits == 0
+    assert selection_document(result, "m", "ppl_c4")["diagnostics"]["repeats"] == d["repeats"]
+
+
+def test_bo_stops_at_the_ask_cap_and_says_so(tmp_path):
+    ev = random_objective(6, seed=0)  # C(6, 3) = 20 sets: TPE soon proposes sets it has seen
+    capped = search(ev, "bo", 3, tmp_path / "capped", n_trials=19, max_asks=25)
+    d = capped.diagnostics
+    assert d["asks"] <= 25 and capped.distinct_evaluations == d["asks"] - d["repeats"]
+    assert d["stopped"] == ("n_trials reached" if capped.distinct_evaluations == 19 else "max_asks reached")
+    with pytest.raises(ValueError, match="max_asks"):
+        search(ev, "bo", 3, tmp_path / "bad", n_trials=20, max_asks=10)
+
+
+def test_bo_with_a_budget_covering_the_space_evaluates_all_of_it(tmp_path):
+    ev = random_objective(6, seed=0)
+    result = search(ev, "bo", 3, tmp_path, n_trials=25)
+    assert result.distinct_evaluations == 20 and result.diagnostics["stopped"] == "every subset evaluated"
+
+
+def test_bo_enqueues_the_prior_set_inside_the_interval(tmp_path):
+    ev = random_objective(12, seed=1)
+    result = search(ev, "bo", 4, tmp_path, n_trials=12)
+    top = tuple(sorted(np.argsort(ev.prior(), kind="stable")[:4].tolist()))
+    assert result.trace[0].removed == top  # the first trial is the prior's set
+    random = search(ev, "bo_random", 4, tmp_path, n_trials=12)
+    assert random.hyperparameters["prior_guided"] is False
+
+
+# ----------------------------------------------------------------------------- random-init controls
+@pytest.mark.parametrize("name", ["ga_random", "bo_random"])
+def test_random_init_controls_are_deterministic_for_a_seed(name, tmp_path):
+    runs = []
+    for attempt in range(2):
+        ev = random_objective(14, seed=5, interaction=0.2)
+        params = {"n_trials": 25} if name == "bo_random" else {"generations": 3}
+        result = search(ev, name, 4, tmp_path / str(attempt), seed=11, **params)
+        runs.append((result.removed, [(e.removed, e.loss) for e in result.trace]))
+    assert runs[0] == runs[1]
+    assert runs[0][1] != [], name
+    # no prior: the search time is not charged the prior's cost
+    assert result.prior_seconds == 0.0
+
+
+def test_ga_random_ignores_the_prior(tmp_path):
+    ev = random_objective(14, seed=5, interaction=0.2)
+    prior = ev.prior()
+    reversed_prior = prior.max() + prior.min() - prior  # the worst layers look best
+    a = run_search(ev, "ga_random", 4, prior, seed=3, workdir=tmp_path / "a", params={"generations": 2})
+    b = run_search(random_objective(14, seed=5, interaction=0.2), "ga_random", 4, reversed_prior, seed=3,
+                   workdir=tmp_path / "b", params={"generations": 2})  # fmt: skip
+    assert [e.removed for e in a.trace] == [e.removed for e in b.trace]
+    guided = run_search(ev, "ga", 4, prior, seed=3, workdir=tmp_path / "c", params={"generations": 2})
+    assert guided.trace[0].removed == tuple(sorted(np.argsort(prior, kind="stable")[:4].tolist()))
+
+
+# ----------------------------------------------------------------------------- fast_block_select
+def contiguous_objective() -> SyntheticEvaluator:
+    """Single layers 1, 5, 9, 13 are the cheapest, but adjacent layers are much cheaper together."""
+    n = 16
+    unary = np.ones(n)
+    unary[[1, 5, 9, 13]] = 0.5
+    pairwise = np.zeros((n, n))
+    for i in range(n - 1):
+        pairwise[i, i + 1] = -0.8
+    return SyntheticEvaluator(unary, pairwise)
+
+
+def test_fast_block_select_leaves_the_one_shot_set_under_contiguous_interactions(tmp_path):
+    ev = contiguous_objective()
+    one_shot = search(ev, "one_shot", 4, tmp_path)
+    assert one_shot.removed == (1, 5, 9, 13)
+    fbs = search(ev, "fast_block_select", 4, tmp_path)
+    assert fbs.removed != one_shot.removed
+    assert fbs.loss < one_shot.loss - 0.5
+    # contiguous blocks were scored by the true loss of removing them whole
+    evaluated = {e.removed for e in fbs.trace}
+    assert (4, 5, 6) in evaluated and (0, 1) in evaluated
+    # history: never worse than where it started, and the returned set is the best it evaluated
+    assert fbs.loss == min(e.loss for e in fbs.trace if len(e.removed) == 4)
+
+
+def test_fast_block_select_keeps_a_local_optimum(tmp_path):
+    ev = random_objective(12, seed=0)  # additive: the one-shot set is optimal, no swap improves it
+    assert search(ev, "fast_block_select", 4, tmp_path).removed == search(ev, "one_shot", 4, tmp_path).removed
+
+
+# ----------------------------------------------------------------------------- exhaustive
+@pytest.mark.parametrize("protected", [(), (0, 7)])
+def test_exhaustive_equals_brute_force(protected, tmp_path):
+    ev = random_objective(10, seed=4, interaction=0.5, protected=protected)
+    allowed = [i for i in range(10) if i not in protected]
+    brute = min(itertools.combinations(allowed, 3), key=lambda s: (ev.true_loss(s), s))
+    result = search(ev, "exhaustive", 3, tmp_path, batch_size=7)
+    assert result.removed == brute and result.loss == pytest.approx(ev.true_loss(brute))
+    assert result.distinct_evaluations == len(list(itertools.combinations(allowed, 3)))
+    # lexicographic order = a depth-first walk of the trie
+    assert [e.removed for e in result.trace] == list(itertools.combinations(allowed, 3))
+
+
+def test_exhaustive_refuses_above_its_limit(tmp_path):
+    ev = random_objective(20, seed=0)
+    with pytest.raises(ValueError, match=r"C\(20, 6\) = 38760 subsets exceed max_sets=10000.*max_sets"):
+        search(ev, "exhaustive", 6, tmp_path)
+    assert ev.stats.distinct_evaluations == 0
+
+
+# ----------------------------------------------------------------------------- CBO
+def test_cbo_reports_energy_loss_correlations(tmp_path):
+    ev = random_objective(12, seed=3, interaction=0.1)
+    result = search(ev, "cbo", 4, tmp_path)
+    d = result.diagnostics
+    # the synthetic objective is exactly quadratic: energy and loss agree
+    assert d["energy_loss_spearman_random"] == pytest.approx(1.0)
+    assert d["n_random"] == 64 and d["n_reranked"] == 16
+    assert result.distinct_evaluations == 16  # the diagnostic sets are not charged to the search
+
+
+def test_cbo_derivatives_of_a_bfloat16_model_are_float32_ones(tiny_model_dir, data_dir):
+    from depthprune.calibration import build_objective
+    from depthprune.evaluator import SubsetEvaluator
+    from depthprune.models import load_model
+    from depthprune.models.loading import LoadedModel
+
+    tiny = load_model(str(tiny_model_dir), device="cpu")
+    objective = build_objective("ppl_c4", tiny.tokenizer, data_dir=data_dir, n_samples=2, seq_len=24, seed=1, token_budget=128)
+
+    def evaluator(model):
+        return SubsetEvaluator(LoadedModel(model, tiny.tokenizer, tiny.spec, tiny.name, tiny.path), objective, calibration="ppl_c4")
+
+    bf16 = copy.deepcopy(tiny.model).to(torch.bfloat16)
+    grad, hess = evaluator(bf16).gate_derivatives()
+    assert next(bf16.parameters()).dtype == torch.bfloat16  # the model itself is left as it was
+    # the same (bfloat16-rounded) weights in a float32 model
+    grad32, hess32 = evaluator(copy.deepcopy(bf16).float()).gate_derivatives()
+    assert abs(grad - grad32).max() <= 1e-3 * abs(grad32).max()
+    assert abs(hess - hess32).max() <= 1e-2 * abs(hess32).max()
+    # and the original float32 model: only the weights' rounding separates them
+    grad_ref, hess_ref = evaluator(tiny.model).gate_derivatives()
+    assert abs(grad - grad_ref).max() <= 0.1 * abs(grad_ref).max()
+    assert abs(hess - hess_ref).max() <= 0.2 * abs(hess_ref).max()
+
+
+# ----------------------------------------------------------------------------- observations helper
+def test_prior_artifact_answer():
+    import pandas as pd
+
+    from depthprune.reporting.controls import control_comparison, prior_artifact_answer
+
+    rows = [
+        ("m", "ppl_c4", 7, "one_shot", "1 2 3", 4.0),
+        ("m", "ppl_c4", 7, "ga", "1 2 3", 3.9),
+        ("m", "ppl_c4", 7, "ga_random", "1 2 3", 3.9),  # same set
+        ("m", "ppl_c4", 7, "bo", "1 2 4", 3.8),
+        ("m", "ppl_c4", 7, "bo_random", "5 6 7", 4.5),  # worse and different
+    ]
+    frame = pd.DataFrame(rows, columns=["model", "calibration", "budget", "algorithm", "removed", "loss"])
+    table = control_comparison(frame)
+    assert list(table["control"]) == ["ga_random", "bo_random"]
+    assert list(table["converged"]) == [True, False] and list(table["identical"]) == [True, False]
+    assert table["jaccard"].tolist() == [1.0, 0.0]
+    text = prior_artifact_answer(frame)
+    assert "partly holds" in text and "1 of 2" in text
+    assert "not testable" in prior_artifact_answer(frame[frame["algorithm"] != "bo_random"].iloc[:2])
