@@ -6,9 +6,11 @@ import json
 import os
 import re
 import shlex
+import sys
 
 import yaml
 from snakemake.common.configfile import load_configfile
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config
 
 SCHEMA_PATH = os.path.join(
@@ -112,13 +114,31 @@ def search_workdir(wildcards):
 # --------------------------------------------------------------------------- targets
 
 
+def model_budgets(model):
+    """Absolute budgets (M) of one model: its own `budgets`, else the top-level ones; fractions of
+    depth ("7/32") resolved with its `n_layers` (rule in src/depthprune/budgets.py)."""
+    try:
+        from depthprune.budgets import resolve_budgets
+    except ImportError:  # Snakemake runs outside the package's environment (e.g. --sdm conda)
+        sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+        from depthprune.budgets import resolve_budgets
+
+    entry = config["models"][model]
+    budgets = entry.get("budgets") or config["budgets"]
+    where = f"models.{model}.budgets" if entry.get("budgets") else f"budgets (for model {model})"
+    try:
+        return resolve_budgets(budgets, entry.get("n_layers"), where)
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
 def search_dirs():
     """results/<model>/<calibration>/M<M>/<algorithm> for every search the config asks for."""
     return [
         results_path(model, calibration, f"M{budget}", algorithm)
         for model in config["models"]
         for calibration in config["calibrations"]
-        for budget in config["budgets"]
+        for budget in model_budgets(model)
         for algorithm in config["algorithms"]
     ]
 
