@@ -22,7 +22,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 wildcard_constraints:
     model="[A-Za-z0-9][A-Za-z0-9._-]*",
-    calibration=alternatives(schema_enum("calibration_name")),
+    calibration=calibration_wildcard(),
     algorithm=alternatives(schema_enum("algorithm_name")),
     budget="[0-9]+",
 
@@ -43,3 +43,5 @@ rule all:
     input:
         rules.figures.input,
         rules.aggregate.output,
+        # the calibration-size study's figure and table, when the config asks for one
+        rules.calibration_size.output if config.get("calibration_sizes") else [],

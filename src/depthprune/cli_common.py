@@ -22,6 +22,11 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("calibration")
     group.add_argument("--calibration", required=True, choices=sorted(CALIBRATIONS))
+    group.add_argument(
+        "--calibration-label",
+        help="name written into outputs as the calibration (a calibration-size study's variant, "
+        "e.g. tlm_cs170k-n16-s1; default: --calibration)",
+    )
     group.add_argument("--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)")
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
@@ -46,6 +51,11 @@ def load_model_from_args(args):
     from depthprune.models.loading import load_model
 
     return load_model(args.model, dtype=args.dtype, device=args.device, cache_dir=args.model_cache_dir, name=args.name)
+
+
+def calibration_label(args) -> str:
+    """The calibration's name in outputs: --calibration-label, else --calibration."""
+    return getattr(args, "calibration_label", None) or args.calibration
 
 
 def calibration_settings(args) -> dict:
@@ -82,7 +92,7 @@ def build_evaluator(args, loaded=None):
     return SubsetEvaluator(
         loaded,
         objective,
-        calibration=args.calibration,
+        calibration=calibration_label(args),
         settings=calibration_settings(args),
         protected=parse_layers(args.protected),
         use_cache=not args.no_cache,

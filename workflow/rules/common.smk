@@ -114,14 +114,45 @@ def search_workdir(wildcards):
 # --------------------------------------------------------------------------- targets
 
 
+def package_function(module, name):
+    """A function of the depthprune package, also when Snakemake runs outside its environment
+    (e.g. --sdm conda): then from this repository's src/."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+        return getattr(importlib.import_module(module), name)
+
+
+def calibration_variants():
+    """Every calibration of the study, at each of `calibration_sizes` and `seeds` (when given):
+    one label per run (tlm_cs170k, tlm_cs170k-n16-s1, ppl_c4-64x128-s0; see
+    src/depthprune/calibration/variants.py). Without those keys, the plain calibration names."""
+    study_variants = package_function("depthprune.calibration.variants", "study_variants")
+    try:
+        return study_variants(
+            config["calibrations"], config.get("calibration_sizes"), config.get("seeds")
+        )
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
+def calibration_labels():
+    return [variant.label for variant in calibration_variants()]
+
+
+def calibration_wildcard():
+    """Wildcard regex of a calibration label: a calibration name, an optional size, an optional seed."""
+    names = alternatives(schema_enum("calibration_name"))
+    return f"(?:{names})(?:-n[0-9]+|-[0-9]+x[0-9]+)?(?:-s[0-9]+)?"
+
+
 def model_budgets(model):
     """Absolute budgets (M) of one model: its own `budgets`, else the top-level ones; fractions of
     depth ("7/32") resolved with its `n_layers` (rule in src/depthprune/budgets.py)."""
-    try:
-        from depthprune.budgets import resolve_budgets
-    except ImportError:  # Snakemake runs outside the package's environment (e.g. --sdm conda)
-        sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-        from depthprune.budgets import resolve_budgets
+    resolve_budgets = package_function("depthprune.budgets", "resolve_budgets")
 
     entry = config["models"][model]
     budgets = entry.get("budgets") or config["budgets"]
@@ -137,7 +168,7 @@ def search_dirs():
     return [
         results_path(model, calibration, f"M{budget}", algorithm)
         for model in config["models"]
-        for calibration in config["calibrations"]
+        for calibration in calibration_labels()
         for budget in model_budgets(model)
         for algorithm in config["algorithms"]
     ]
@@ -202,15 +233,19 @@ def calibration_args(wildcards):
     """Calibration options: identical for the prior and every search of a (model, calibration), so
     they share the memo. Only the options of this calibration's objective are passed, so changing
     the TLM settings does not rerun the perplexity-calibrated jobs."""
-    calibration = wildcards.calibration
+    parse_label = package_function("depthprune.calibration.variants", "parse_label")
+    variant = parse_label(wildcards.calibration)  # size and seed of a calibration-size study
+    calibration = variant.base
     kind = "tlm" if calibration.startswith("tlm") else "perplexity"
     sizes = config["calibration"][kind]
     pairs = [
         ("--calibration", calibration),
-        ("--n-samples", sizes["n_samples"]),
-        ("--seq-len", sizes["seq_len"]),
-        ("--seed", config["seed"]),
+        ("--n-samples", variant.n_samples or sizes["n_samples"]),
+        ("--seq-len", variant.seq_len or sizes["seq_len"]),
+        ("--seed", config["seed"] if variant.seed is None else variant.seed),
     ]
+    if wildcards.calibration != calibration:
+        pairs.append(("--calibration-label", wildcards.calibration))
     if kind == "tlm":
         pairs.append(("--tlm-format", sizes["format"]))
     return f"{join_args(pairs)} {data_args()}".strip()

@@ -14,6 +14,7 @@ from depthprune.cli_common import (
     add_evaluator_args,
     add_model_args,
     build_evaluator,
+    calibration_label,
     load_model_from_args,
 )
 from depthprune.io import format_layers, parse_layers, read_json
@@ -95,7 +96,7 @@ def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     # Cheap checks first: a typo in --param must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
-    prior = load_prior(args.prior, args.calibration)
+    prior = load_prior(args.prior, calibration_label(args))
     n_layers = prior.get("n_layers", len(prior["scores"]))
     validate_budget(args.budget, n_layers, parse_layers(args.protected))
     loaded = load_model_from_args(args)
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         params=params,
         prior_seconds=float(prior.get("cost", {}).get("seconds", 0.0)),
     )
-    write_outputs(result, loaded.name, args.calibration, args.out_selection, args.out_trace)
+    write_outputs(result, loaded.name, calibration_label(args), args.out_selection, args.out_trace)
     print(
         f"{args.algorithm} M={args.budget}: removed [{format_layers(result.removed)}] loss={result.loss:.6g} "
         f"distinct={result.distinct_evaluations} memo_hits={result.memo_hits} blocks={result.blocks_run} "
