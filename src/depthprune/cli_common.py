@@ -11,7 +11,7 @@ from depthprune.io import parse_layers
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
-    group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m or tiny:<family>-<blocks>")
+    group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m, embedded:gemma3-270m or tiny:<family>-<blocks>")
     group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
     group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                        help="auto: float32 on CPU, bfloat16 on CUDA")
