@@ -129,8 +129,11 @@ def package_function(module, name):
 def calibration_variants():
     """Every calibration of the study, at each of `calibration_sizes` and `seeds` (when given):
     one label per run (tlm_cs170k, tlm_cs170k-n16-s1, ppl_c4-64x128-s0; see
-    src/depthprune/calibration/variants.py). Without those keys, the plain calibration names."""
-    study_variants = package_function("depthprune.calibration.variants", "study_variants")
+    src/depthprune/calibration/variants.py). Without those keys, the plain calibration names.
+    """
+    study_variants = package_function(
+        "depthprune.calibration.variants", "study_variants"
+    )
     try:
         return study_variants(
             config["calibrations"], config.get("calibration_sizes"), config.get("seeds")
@@ -156,7 +159,11 @@ def model_budgets(model):
 
     entry = config["models"][model]
     budgets = entry.get("budgets") or config["budgets"]
-    where = f"models.{model}.budgets" if entry.get("budgets") else f"budgets (for model {model})"
+    where = (
+        f"models.{model}.budgets"
+        if entry.get("budgets")
+        else f"budgets (for model {model})"
+    )
     try:
         return resolve_budgets(budgets, entry.get("n_layers"), where)
     except ValueError as err:
@@ -234,7 +241,9 @@ def calibration_args(wildcards):
     they share the memo. Only the options of this calibration's objective are passed, so changing
     the TLM settings does not rerun the perplexity-calibrated jobs."""
     parse_label = package_function("depthprune.calibration.variants", "parse_label")
-    variant = parse_label(wildcards.calibration)  # size and seed of a calibration-size study
+    variant = parse_label(
+        wildcards.calibration
+    )  # size and seed of a calibration-size study
     calibration = variant.base
     kind = "tlm" if calibration.startswith("tlm") else "perplexity"
     sizes = config["calibration"][kind]
