@@ -194,6 +194,8 @@ def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[
                 scale = 100.0 if col.startswith("avg_accuracy") else 1.0
                 for algorithm in ordered_algorithms(panel["algorithm"].unique()):
                     rows = panel[panel["algorithm"] == algorithm]
+                    if rows.empty:
+                        continue
                     x = [x_of[s] for s in rows["size"]]
                     y = rows[col].to_numpy(dtype=float) * scale
                     ax.plot(x, y, marker=algorithm_marker(algorithm), label=algorithm_name(algorithm))
@@ -217,8 +219,11 @@ def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[
                 if r == len(PANELS) - 1:
                     ax.set_xlabel("calibration size (items, or docs x tokens)")
         if keys:
-            handles, labels = axes[1, 0].get_legend_handles_labels()
-            fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)))
+            legend = {}  # label -> handle, over every panel (panels may hold different algorithms)
+            for ax in axes[1]:
+                for handle, label in zip(*ax.get_legend_handles_labels()):
+                    legend.setdefault(label, handle)
+            fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=min(6, len(legend)))
         return save_figure(fig, out_dir, NAME)
 
 
