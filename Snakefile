@@ -35,13 +35,15 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 
 
-# The aggregated results are targets too: the default profile's figures are committed under
-# figures/, so on a fresh clone they exist already, and without this the main command would find
-# nothing to do. A missing aggregate makes the whole study run, and render then redraws them.
+# The whole study: every search and every evaluation, then the figures. On a fresh clone the
+# committed results/aggregate/ and figures/ exist already, but the per-job results do not, so the
+# study runs and aggregate/render redraw from the user's own results. `snakemake figures` asks only
+# for the rendered files: with the committed aggregate present it plans `render` alone (issue #16).
 rule all:
     default_target: True
     input:
         rules.figures.input,
+        rules.aggregate.input,
         rules.aggregate.output,
         # the calibration-size study's figure and table, when the config asks for one
         rules.calibration_size.output if config.get("calibration_sizes") else [],
