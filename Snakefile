@@ -22,7 +22,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 wildcard_constraints:
     model="[A-Za-z0-9][A-Za-z0-9._-]*",
-    calibration=alternatives(schema_enum("calibration_name")),
+    calibration=calibration_wildcard(),
     algorithm=alternatives(schema_enum("algorithm_name")),
     budget="[0-9]+",
     seed="[0-9]+",
@@ -46,3 +46,5 @@ rule all:
         rules.figures.input,
         rules.aggregate.input,
         rules.aggregate.output,
+        # the calibration-size study's figure and table, when the config asks for one
+        rules.calibration_size.output if config.get("calibration_sizes") else [],

@@ -26,6 +26,50 @@ def test_every_row_of_the_mirror_parses(data_dir):
     assert formats == {"true", "answer", "solution", "ending", "option"}
 
 
+# The offline stand-in for Commonsense-170k: the eight tasks' leading training rows, grouped by task in
+# this order (../shared/data/SOURCES.md §9), in the proportions of the LLM-Adapters training sets.
+CS170K_TASKS = [
+    ("boolq", 233), ("piqa", 399), ("siqa", 827), ("hellaswag", 988),
+    ("winogrande", 1000), ("arc_easy", 56), ("arc_challenge", 28), ("openbookqa", 123),
+]
+# ARC-E, ARC-C and OBQA share one format (four Answer candidates); each part starts with the first
+# question of that task's training split.
+FIRST_QUESTION = {
+    "arc_easy": "Which factor will most likely cause a person to develop a fever?",
+    "arc_challenge": "George wants to warm his hands quickly by rubbing them.",
+    "openbookqa": "The sun is responsible for",
+}
+FORMAT_TASK = {"true": "boolq", "solution": "piqa", "ending": "hellaswag", "option": "winogrande"}
+
+
+def test_the_8_task_mirror_parses_with_its_per_task_counts(data_dir):
+    all_rows = rows(data_dir / "commonsense_170k" / "train.jsonl")
+    assert len(all_rows) == sum(count for _, count in CS170K_TASKS) == 3654
+    tasks = []
+    for i, row in enumerate(all_rows):
+        item = parse_item(row, f"train.jsonl row {i}")
+        labels = row["instruction"].rsplit("Answer format:", 1)[1].strip().split("/")
+        kind = labels[0].rstrip("0123456789")
+        if kind == "answer":
+            task = "siqa" if len(labels) == 3 else "arc_or_obqa"
+        else:
+            task = FORMAT_TASK[kind]
+        if task == "arc_or_obqa":
+            starts = [name for name, first in FIRST_QUESTION.items() if item.question.startswith(first)]
+            task = starts[0] if starts else tasks[-1]  # a part runs until the next part's first question
+        tasks.append(task)
+        assert len(item.candidates) == len(labels) and 0 <= item.gold < len(labels)
+        assert item.question and all(text.strip() for text in item.candidates)
+        assert item.blank == (task == "winogrande")
+        # text-format requests exist for every item (what tlm.format: text scores)
+        assert len(text_requests(item)) == len(labels)
+    counts = {}
+    for task in tasks:  # each task one contiguous part, in SOURCES.md order
+        counts[task] = counts.get(task, 0) + 1
+    assert list(counts.items()) == CS170K_TASKS
+    assert [t for k, t in enumerate(tasks) if k == 0 or t != tasks[k - 1]] == [name for name, _ in CS170K_TASKS]
+
+
 @pytest.mark.parametrize(
     "instruction, answer, question, candidates, gold, blank",
     [

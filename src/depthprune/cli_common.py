@@ -12,7 +12,7 @@ from depthprune.io import parse_layers
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
-    group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m or tiny:<family>-<blocks>")
+    group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m, embedded:gemma3-270m or tiny:<family>-<blocks>")
     group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
     group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                        help="auto: float32 on CPU, bfloat16 on CUDA")
@@ -23,6 +23,11 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("calibration")
     group.add_argument("--calibration", required=True, choices=sorted(CALIBRATIONS))
+    group.add_argument(
+        "--calibration-label",
+        help="name written into outputs as the calibration (a calibration-size study's variant, "
+        "e.g. tlm_cs170k-n16-s1; default: --calibration)",
+    )
     group.add_argument("--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)")
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
@@ -64,6 +69,11 @@ def load_model_from_args(args):
     from depthprune.models.loading import load_model
 
     return load_model(args.model, dtype=args.dtype, device=args.device, cache_dir=args.model_cache_dir, name=args.name)
+
+
+def calibration_label(args) -> str:
+    """The calibration's name in outputs: --calibration-label, else --calibration."""
+    return getattr(args, "calibration_label", None) or args.calibration
 
 
 def calibration_settings(args) -> dict:
@@ -148,7 +158,7 @@ def build_evaluator(args, loaded=None, samples=None):
     return SubsetEvaluator(
         loaded,
         objective,
-        calibration=args.calibration,
+        calibration=calibration_label(args),
         settings=calibration_settings(args),
         protected=parse_layers(args.protected),
         use_cache=not args.no_cache,

@@ -6,9 +6,11 @@ import json
 import os
 import re
 import shlex
+import sys
 
 import yaml
 from snakemake.common.configfile import load_configfile
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config
 
 SCHEMA_PATH = os.path.join(
@@ -115,14 +117,70 @@ def search_workdir(wildcards):
 # --------------------------------------------------------------------------- targets
 
 
+def package_function(module, name):
+    """A function of the depthprune package, also when Snakemake runs outside its environment
+    (e.g. --sdm conda): then from this repository's src/."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+        return getattr(importlib.import_module(module), name)
+
+
+def calibration_variants():
+    """Every calibration of the study, at each of `calibration_sizes` (when given): one label per
+    size (tlm_cs170k, tlm_cs170k-n16, ppl_c4-64x128; see src/depthprune/calibration/variants.py).
+    Seeds are not part of the label: each seed has its own seed<k>/ folder below it.
+    """
+    study_variants = package_function(
+        "depthprune.calibration.variants", "study_variants"
+    )
+    try:
+        return study_variants(
+            config["calibrations"], config.get("calibration_sizes"), None
+        )
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
+def calibration_labels():
+    return [variant.label for variant in calibration_variants()]
+
+
+def calibration_wildcard():
+    """Wildcard regex of a calibration label: a calibration name and an optional size."""
+    names = alternatives(schema_enum("calibration_name"))
+    return f"(?:{names})(?:-n[0-9]+|-[0-9]+x[0-9]+)?"
+
+
+def model_budgets(model):
+    """Absolute budgets (M) of one model: its own `budgets`, else the top-level ones; fractions of
+    depth ("7/32") resolved with its `n_layers` (rule in src/depthprune/budgets.py)."""
+    resolve_budgets = package_function("depthprune.budgets", "resolve_budgets")
+
+    entry = config["models"][model]
+    budgets = entry.get("budgets") or config["budgets"]
+    where = (
+        f"models.{model}.budgets"
+        if entry.get("budgets")
+        else f"budgets (for model {model})"
+    )
+    try:
+        return resolve_budgets(budgets, entry.get("n_layers"), where)
+    except ValueError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
 def search_dirs():
     """results/<model>/<calibration>/seed<k>/M<M>/<algorithm> for every search the config asks for."""
     return [
         results_path(model, calibration, f"seed{seed}", f"M{budget}", algorithm)
         for model in config["models"]
-        for calibration in config["calibrations"]
+        for calibration in calibration_labels()
         for seed in config["seeds"]
-        for budget in config["budgets"]
+        for budget in model_budgets(model)
         for algorithm in config["algorithms"]
     ]
 
@@ -242,15 +300,21 @@ def calibration_args(wildcards):
     """Calibration options: identical for the prior and every search of a (model, calibration), so
     they share the memo. Only the options of this calibration's objective are passed, so changing
     the TLM settings does not rerun the perplexity-calibrated jobs."""
-    calibration = wildcards.calibration
+    parse_label = package_function("depthprune.calibration.variants", "parse_label")
+    variant = parse_label(
+        wildcards.calibration
+    )  # size and seed of a calibration-size study
+    calibration = variant.base
     kind = "tlm" if calibration.startswith("tlm") else "perplexity"
     sizes = config["calibration"][kind]
     pairs = [
         ("--calibration", calibration),
-        ("--n-samples", sizes["n_samples"]),
-        ("--seq-len", sizes["seq_len"]),
+        ("--n-samples", variant.n_samples or sizes["n_samples"]),
+        ("--seq-len", variant.seq_len or sizes["seq_len"]),
         ("--seed", wildcards.seed),
     ]
+    if wildcards.calibration != calibration:
+        pairs.append(("--calibration-label", wildcards.calibration))
     if kind == "tlm":
         pairs.append(("--tlm-format", sizes["format"]))
     return join_args(pairs)  # --data-dir comes through data_dir_param

@@ -35,3 +35,26 @@ rule figures:
     # Target: every figure and table (re-rendered by `--forcerun render`).
     input:
         rules.render.output,
+
+
+# Calibration-size study (config keys calibration_sizes and seeds): selection stability across seeds,
+# calibration loss and the pruned models' accuracy and perplexity per size, from the aggregate.
+rule calibration_size:
+    input:
+        summary=rules.aggregate.output.summary,
+    output:
+        png=figures_path("calibration_size.png"),
+        pdf=figures_path("calibration_size.pdf"),
+        csv=figures_path("tables", "calibration_size.csv"),
+        md=figures_path("tables", "calibration_size.md"),
+        tex=figures_path("tables", "calibration_size.tex"),
+    log:
+        log_path("calibration_size.log"),
+    conda:
+        "../../envs/depthprune.yaml"
+    params:
+        aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
+        out_dir=lambda wildcards, output: os.path.dirname(output.png),
+    shell:
+        "depthprune --log-file {log} calibration-size"
+        " --aggregate {params.aggregate_dir} --out {params.out_dir}"

