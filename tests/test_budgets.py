@@ -62,12 +62,15 @@ def test_workflow_plans_each_models_own_budgets():
         " gemma: {spec: 'embedded:gemma3-270m', n_layers: 18},"
         " fixed: {spec: 'tiny:llama-8', budgets: [2, 3]}}"
     )
-    assert searches_per_model(two, "calibrations=[ppl_c4]") == {"smol": {7, 8}, "gemma": {4, 5}, "fixed": {2, 3}}
-    # integers at the top level apply to every model as they are
-    assert searches_per_model("budgets=[7,9]") == {"smollm2-135m": {7, 9}}
+    fractions = 'budgets=["7/32", "9/32"]'
+    assert searches_per_model(two, fractions, "calibrations=[ppl_c4]") == {
+        "smol": {7, 8}, "gemma": {4, 5}, "fixed": {2, 3},
+    }  # fmt: skip
+    # integers at the top level (the default) apply to every model without budgets of its own
+    assert searches_per_model(two, "calibrations=[ppl_c4]") == {"smol": {7, 9}, "gemma": {7, 9}, "fixed": {2, 3}}
 
 
 def test_workflow_names_a_fraction_without_depth():
-    proc = run_snakemake("-n", "--config", "models={m: {spec: 'tiny:llama-8'}}", check=False)
+    proc = run_snakemake("-n", "--config", "models={m: {spec: 'tiny:llama-8'}}", 'budgets=["7/32"]', check=False)
     assert proc.returncode != 0
     assert "budgets (for model m)" in proc.stdout + proc.stderr and "n_layers" in proc.stdout + proc.stderr

@@ -64,12 +64,12 @@ def test_default_profile_dag():
     # must still plan the whole study (rule all also asks for results/aggregate/).
     assert (REPO / "figures" / "figure1.png").is_file()
     counts = job_counts(run_snakemake("-n").stdout)
-    # 1 model x 2 calibrations x 2 budgets x 7 algorithms
+    # 1 model x 2 calibrations x 2 budgets x 9 algorithms (the paper's seven and two random-init controls)
     assert counts == {
         "prepare_model": 1,
         "prior": 2,
-        "search": 28,
-        "evaluate_selection": 28,
+        "search": 36,
+        "evaluate_selection": 36,
         "evaluate_dense": 1,
         "aggregate": 1,
         "render": 1,
@@ -82,7 +82,7 @@ def test_seeds_profile_dag():
     # under results/<model>/<calibration>/seed<k>/; the dense model and the aggregate stay single.
     output = run_snakemake("-n", "--configfile", "config.yaml", "config/seeds.yaml").stdout
     counts = job_counts(output)
-    assert counts["prior"] == 2 * 3 and counts["search"] == 28 * 3 and counts["evaluate_selection"] == 28 * 3
+    assert counts["prior"] == 2 * 3 and counts["search"] == 36 * 3 and counts["evaluate_selection"] == 36 * 3
     assert counts["evaluate_dense"] == 1 and counts["aggregate"] == 1
     seeds = {wildcards.get("seed") for rule, wildcards in planned_jobs(output) if rule == "search"}
     assert seeds == {"0", "1", "2"}
@@ -124,7 +124,7 @@ def test_invalid_config_fails_naming_the_key(override, named):
 def test_command_line_values_are_typed():
     # Snakemake reads nested --config values as strings; the workflow gives them their YAML types.
     counts = job_counts(run_snakemake("-n", "--config", "budgets=[7,9,11]").stdout)
-    assert counts["search"] == 42
+    assert counts["search"] == 54  # 3 budgets x 2 calibrations x 9 algorithms
 
 
 def test_lint_and_format():
