@@ -14,7 +14,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m or tiny:<family>-<blocks>")
     group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
     group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="auto: float32 on CPU, bfloat16 on CUDA")
+                       help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
 

@@ -34,7 +34,7 @@ import torch
 
 from depthprune.calibration.objectives import Objective
 from depthprune.models.families import family_for
-from depthprune.models.loading import LoadedModel
+from depthprune.models.loading import LoadedModel, dtype_name
 from depthprune.models.pruning import validate_removed
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ class SubsetEvaluator:
             "objective": self.objective_kind,
             "data_hash": self.objective.data_hash,
             "n_layers": self.n_layers,
-            "dtype": str(self.loaded.dtype).replace("torch.", ""),
+            "dtype": dtype_name(self.loaded.dtype),
             "device_type": self.device.type,
             "torch": torch.__version__,
             "transformers": transformers.__version__,

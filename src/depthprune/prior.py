@@ -39,6 +39,7 @@ def compute_prior(evaluator) -> dict:
             "blocks_run": after["blocks_run"] - before["blocks_run"] + empty.blocks_run,
             "seconds": time.perf_counter() - started + empty.seconds,
         },
+        "dtype": evaluator.describe()["dtype"],  # the resolved precision (dtype: auto)
         "evaluator": evaluator.describe(),
         "seed": evaluator.settings.get("seed"),
         "versions": package_versions(),

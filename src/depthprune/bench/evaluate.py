@@ -3,7 +3,7 @@
 Evaluates the dense embedded SmolLM2-135M (or ``--removed`` blocks of it) with the default
 profile's evaluation settings (config.yaml ``evaluation:``: 2048-token perplexity windows, 8192
 tokens per perplexity benchmark, the first 100 documents of each lm-eval task incl. LAMBADA, batch
-8, the model in bfloat16), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
+8, the model in the profile's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
 (loading + pruning + all nine benchmarks; the evaluation cache is not used).
 """
 
@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default="embedded:smollm2-135m", help="model spec (default %(default)s)")
     group.add_argument("--name", help="alias written into --out-metrics (default: from --model)")
-    group.add_argument("--dtype", default="bfloat16", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="default %(default)s, as config.yaml")
+    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                       help="default %(default)s, as config.yaml (bfloat16 on CUDA or a CPU with native bfloat16, else float32)")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
     group.add_argument("--removed", default="", help='blocks to remove, e.g. "6 8 10 12 14 16 18" (default: dense)')

@@ -80,13 +80,13 @@ def settings_from_args(args) -> EvalSettings:
 
 def model_identity(args) -> dict:
     """What stands for the model in the evaluation cache key (nothing is loaded)."""
-    from depthprune.models.loading import resolve_device, resolve_dtype
+    from depthprune.models.loading import dtype_name, resolve_device, resolve_dtype
 
     device = resolve_device(args.device)
     spec = args.model
     if Path(spec).exists():  # a local folder: the same checkpoint whatever the working directory
         spec = str(Path(spec).resolve())
-    return {"spec": spec, "dtype": str(resolve_dtype(args.dtype, device)).removeprefix("torch."), "device": device.type}
+    return {"spec": spec, "dtype": dtype_name(resolve_dtype(args.dtype, device)), "device": device.type}
 
 
 def removed_and_labels(args, model_name: str):

@@ -96,7 +96,14 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
                     seconds[task] = run.seconds
                     runs.append(run.results)
     raw = harness.merge_results(runs)
-    raw["depthprune"] = {"removed": list(removed), "perplexity": perplexity, "seconds": seconds}
+    from depthprune.models.loading import dtype_name
+
+    raw["depthprune"] = {
+        "removed": list(removed),
+        "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
+        "perplexity": perplexity,
+        "seconds": seconds,
+    }
     return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw)
 
 

@@ -50,6 +50,7 @@ class SearchResult:
     search_seconds: float
     trace: list[TraceEntry] = field(repr=False)
     prior_seconds: float = 0.0  # the prior's cost included in search_seconds (0 if it reads no prior)
+    dtype: str | None = None  # the model's resolved precision (None for evaluators without a model)
 
 
 def run_search(
@@ -112,6 +113,7 @@ def run_search(
         search_seconds=seconds,
         trace=list(tracer.entries),
         prior_seconds=charged_prior,
+        dtype=evaluator.describe().get("dtype") if hasattr(evaluator, "describe") else None,
     )
 
 
@@ -134,6 +136,7 @@ def selection_document(result: SearchResult, model: str, calibration: str) -> di
         "search_seconds": result.search_seconds,
         "prior_seconds": result.prior_seconds,
         "seed": result.seed,
+        "dtype": result.dtype,
         "hyperparameters": result.hyperparameters,
         "versions": package_versions(),
     }
