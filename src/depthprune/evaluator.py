@@ -157,6 +157,7 @@ class SubsetEvaluator:
         self._memo: dict[tuple[int, ...], tuple[float, float | None, float]] = {}
         self._gate_derivatives: tuple[np.ndarray, np.ndarray] | None = None
         self._blocks_this_call = 0  # blocks run for the evaluation now in progress
+        self.progress = None  # a depthprune.progress.Progress set by the caller (prior, search) to log
         self._started = time.perf_counter()
         self._tokens_per_block = objective.n_tokens
         self.config_key = hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:20]
@@ -217,6 +218,8 @@ class SubsetEvaluator:
                 continue
             loss, acc, cost = self._lookup(key)
             self.stats.memo_hits += 1
+            if self.progress is not None:
+                self.progress.step(blocks_run=self.stats.blocks_run)
             out.append(EvalRecord(key, loss, acc, memo_hit=True, blocks_run=0, seconds=0.0, cost_seconds=cost))
         return out
 
@@ -423,6 +426,8 @@ class SubsetEvaluator:
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
         self._remember(key, loss, acc, seconds)
+        if self.progress is not None:
+            self.progress.step(blocks_run=self.stats.blocks_run)
         return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds,
                           cost_seconds=seconds)
 

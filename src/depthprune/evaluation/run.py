@@ -21,6 +21,7 @@ from depthprune.evaluation.benchmarks import BENCHMARKS, LM_EVAL_TASKS, PERPLEXI
 from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
 from depthprune.evaluation.harness import LOG_SOFTMAX_DTYPE, MetricValue, check_offline_data, offline_data_files
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
     seconds: dict[str, float] = {}
     perplexity: dict[str, dict] = {}
     runs = []
+    progress = Progress(f"evaluate removed=[{format_layers(removed)}]", total=len(settings.benchmarks), unit="benchmarks", interval=0.0)
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
         for benchmark in (b for b in settings.benchmarks if b in PERPLEXITY_BENCHMARKS):
@@ -84,6 +86,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
             metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
             seconds[benchmark] = result.seconds
             perplexity[benchmark] = result.to_dict()
+            progress.step(note=f"{benchmark} took {result.seconds:.1f}s")
         tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
         if tasks:
             with harness.task_manager(settings.data_dir, tasks) as manager:
@@ -95,6 +98,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
                     metrics.extend(run.metrics)
                     seconds[task] = run.seconds
                     runs.append(run.results)
+                    progress.step(note=f"{task} took {run.seconds:.1f}s")
     raw = harness.merge_results(runs)
     from depthprune.models.loading import dtype_name
 

@@ -53,6 +53,9 @@ class BayesianOptimisation(SearchAlgorithm):
         "n_ei_candidates": 24,
     }
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        return int(params["n_trials"])
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["n_trials"] < 1:
             raise ValueError(f"search algorithm 'bo': n_trials must be at least 1, got {params['n_trials']}")
