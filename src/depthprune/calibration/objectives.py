@@ -36,6 +36,10 @@ class Batch:
     targets: torch.Tensor  # next-token ids at those positions
     coefficients: torch.Tensor  # float64, loss = Σ coefficients · log p
     sequence_ids: torch.Tensor  # global sequence (candidate) id per scored position
+    # Shared-context rows (depthprune.tree_attention): position id and branch per token (-1 padding,
+    # 0 shared prefix, k branch k). None for plain left-aligned causal rows.
+    position_ids: torch.Tensor | None = None  # [B, T]
+    branch_ids: torch.Tensor | None = None  # [B, T]
 
     @property
     def n_tokens(self) -> int:
@@ -133,11 +137,85 @@ def _pack(sequences: list[_Sequence], pad_id: int, token_budget: int) -> list[Ba
     return batches
 
 
+def _common_prefix(sequences: list[_Sequence]) -> int:
+    """Length of the token prefix all ``sequences`` share, leaving every one at least one own token."""
+    limit = min(len(s.ids) for s in sequences) - 1
+    first = sequences[0].ids
+    n = 0
+    while n < limit and all(s.ids[n] == first[n] for s in sequences):
+        n += 1
+    return n
+
+
+def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) -> list[Batch]:
+    """One row per item: the candidates' shared prefix once, then each candidate's own tokens.
+
+    Scored positions, targets and coefficients are those of the separate sequences, mapped into the
+    row; ``position_ids`` and ``branch_ids`` drive the tree attention mask (depthprune.tree_attention).
+    """
+    rows = []
+    for sequences in items:
+        shared = _common_prefix(sequences)
+        ids, positions, branches = list(sequences[0].ids[:shared]), list(range(shared)), [0] * shared
+        scored = []  # (row index of the hidden state, target, coefficient, sequence id)
+        for k, seq in enumerate(sequences, start=1):
+            offset = len(ids) - shared  # row index of the token at sequence index t ≥ shared: t + offset
+            ids += seq.ids[shared:]
+            positions += range(shared, len(seq.ids))
+            branches += [k] * (len(seq.ids) - shared)
+            for t in range(seq.first_scored, len(seq.ids)):
+                source = t - 1 if t - 1 < shared else t - 1 + offset  # hidden at t-1 predicts token t
+                scored.append((source, seq.ids[t], seq.coefficient_per_token, seq.sequence_id))
+        rows.append((ids, positions, branches, scored))
+    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i][0]), i))
+    groups: list[list[int]] = []
+    for index in order:
+        longest = len(rows[groups[-1][0]][0]) if groups else 0
+        if groups and longest * (len(groups[-1]) + 1) <= token_budget:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    batches = []
+    for group in groups:
+        width = len(rows[group[0]][0])
+        input_ids = torch.full((len(group), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
+        position_ids = torch.zeros((len(group), width), dtype=torch.long)
+        branch_ids = torch.full((len(group), width), -1, dtype=torch.long)
+        flat, targets, coefficients, sequence_ids = [], [], [], []
+        for r, index in enumerate(group):
+            ids, positions, branches, scored = rows[index]
+            input_ids[r, : len(ids)] = torch.tensor(ids)
+            mask[r, : len(ids)] = 1
+            position_ids[r, : len(ids)] = torch.tensor(positions)
+            branch_ids[r, : len(ids)] = torch.tensor(branches)
+            for source, target, coefficient, sequence_id in scored:
+                flat.append(r * width + source)
+                targets.append(target)
+                coefficients.append(coefficient)
+                sequence_ids.append(sequence_id)
+        batches.append(
+            Batch(
+                input_ids=input_ids,
+                attention_mask=mask,
+                flat_positions=torch.tensor(flat, dtype=torch.long),
+                targets=torch.tensor(targets, dtype=torch.long),
+                coefficients=torch.tensor(coefficients, dtype=torch.float64),
+                sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
+                position_ids=position_ids,
+                branch_ids=branch_ids,
+            )
+        )
+    return batches
+
+
 def _hash_batches(batches: list[Batch]) -> str:
     digest = hashlib.sha256()
     for batch in batches:
         for tensor in (batch.input_ids, batch.attention_mask, batch.flat_positions, batch.targets, batch.coefficients):
             digest.update(tensor.numpy().tobytes())
+        if batch.branch_ids is not None:  # shared-context rows: a different computation, another key
+            digest.update(b"tree" + batch.position_ids.numpy().tobytes() + batch.branch_ids.numpy().tobytes())
     return digest.hexdigest()[:16]
 
 
@@ -157,11 +235,20 @@ def perplexity_objective(texts: list[str], tokenizer, seq_len: int, token_budget
 
 
 def tlm_objective(
-    items: list[TLMItem], requests: list[list[tuple[str, str]]], tokenizer, seq_len: int, token_budget: int
+    items: list[TLMItem],
+    requests: list[list[tuple[str, str]]],
+    tokenizer,
+    seq_len: int,
+    token_budget: int,
+    shared_context: bool = True,
 ) -> Objective:
+    """The TLM objective; ``shared_context`` packs each item's candidates into one tree row (the
+    context computed once, docs/method.md §5), else one sequence per candidate. Same losses."""
     sequences, candidate_of_sequence = [], []
+    per_item: list[list[_Sequence]] = []
     n_items = len(items)
     for item_index, (item, pairs) in enumerate(zip(items, requests)):
+        per_item.append([])
         n_cand = len(pairs)
         for cand, (context, continuation) in enumerate(pairs):
             # Tokenise context and continuation separately, as lm-eval does.
@@ -177,8 +264,12 @@ def tlm_objective(
                 _Sequence(ids=ids, first_scored=first, coefficient_per_token=weight / (len(ids) - first),
                           sequence_id=len(candidate_of_sequence))
             )
+            per_item[-1].append(sequences[-1])
             candidate_of_sequence.append((item_index, cand))
-    batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
+    if shared_context:
+        batches = _pack_trees(per_item, tokenizer.pad_token_id, token_budget)
+    else:
+        batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
     n_scored = sum(len(b.targets) for b in batches)
     return Objective(
         kind="tlm",
@@ -205,6 +296,7 @@ def build_objective(
     seed: int = 0,
     tlm_format: str = "text",
     token_budget: int = 8192,
+    shared_context: bool = True,
     c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
 ) -> Objective:
@@ -229,4 +321,4 @@ def build_objective(
         requests = [text_requests(item) for item in items]
     else:
         requests = [label_requests(rows[i], item) for i, item in zip(indices, items)]
-    return tlm_objective(items, requests, tokenizer, seq_len, token_budget)
+    return tlm_objective(items, requests, tokenizer, seq_len, token_budget, shared_context=shared_context)
