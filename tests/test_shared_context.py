@@ -62,6 +62,7 @@ def test_shared_context_equals_separate_sequences(family, tokenizer, data_dir):
     separate = tlm_objective(items, requests, tokenizer, seq_len=256, token_budget=512, shared_context=False)
     assert shared.data_hash != separate.data_hash  # never the same memo entry
     assert sum(b.n_tokens for b in shared.batches) < 0.6 * sum(b.n_tokens for b in separate.batches)
+    assert any(bool((b.root_ids > 0).any()) for b in shared.batches)  # a row holds two trees
     model = family_model(family, len(tokenizer))
     loaded = LoadedModel(model=model, tokenizer=tokenizer, spec=f"test:{family}", name=family, path="-")
     ev_shared = SubsetEvaluator(loaded, shared, calibration="tlm_cs170k", use_cache=True)
@@ -85,3 +86,13 @@ def test_tree_mask_shape_and_rules():
     assert mask[5].tolist() == [False] * 5 + [True]  # padding attends to itself only
     windowed = tree_attention_mask(position, branch, sliding_window=2)[0, 0]
     assert windowed[4].tolist() == [False, True, False, False, True, False]  # by position: 2-1 < 2, 2-0 ≮ 2
+
+
+def test_two_trees_in_one_row_do_not_see_each_other():
+    branch = torch.tensor([[0, 0, 1, 2, 3, 4, 5]])
+    root = torch.tensor([[0, 0, 0, 0, 3, 3, 3]])
+    position = torch.tensor([[0, 1, 2, 2, 0, 1, 1]])
+    mask = tree_attention_mask(position, branch, root)[0, 0]
+    assert mask[4].tolist() == [False] * 4 + [True, False, False]  # second tree's prefix: itself only
+    assert mask[6].tolist() == [False] * 4 + [True, False, True]  # its branch 5: its prefix and itself
+    assert mask[3].tolist() == [True, True, False, True, False, False, False]

@@ -496,11 +496,10 @@ def tree_masks(model, family, blocks, batches):
 def _backbone_forward(backbone, batch, device, tree):
     """The model's own forward on one batch (shared-context rows: their positions and tree mask)."""
     extra = {}
+    if tree is not None:
+        tree.set_batch(batch, device)
     if batch.branch_ids is not None:
-        tree.set_batch(batch.position_ids, batch.branch_ids, device)
         extra["position_ids"] = batch.position_ids.to(device)
-    elif tree is not None:
-        tree.set_batch(None, None, device)
     return backbone(
         input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False, **extra
     )

@@ -3,9 +3,12 @@
 The candidates of a multiple-choice item share their context. Instead of one sequence per candidate,
 a row holds the shared prefix once, then every candidate's remaining tokens (its branch)::
 
-    tokens    [ c0 c1 c2 c3 | a0 a1 | b0 b1 b2 ]
-    branch      0  0  0  0    1  1    2  2  2      (0: shared prefix, k: branch k, -1: padding)
-    position    0  1  2  3    4  5    4  5  6      (a branch continues from the prefix length)
+    tokens    [ c0 c1 c2 c3 | a0 a1 | b0 b1 b2 | d0 d1 | e0 | f0 ]
+    branch      0  0  0  0    1  1    2  2  2    3  3    4    5     (-1: padding)
+    root        0  0  0  0    0  0    0  0  0    3  3    3    3     (branch id of the tree's prefix)
+    position    0  1  2  3    4  5    4  5  6    0  1    2    2     (a branch continues from its prefix)
+
+(two trees in one row: short items share rows, so that little of a micro-batch is padding).
 
 A token attends to the prefix and to the earlier tokens of its own branch, at the positions it has
 in its own separate sequence, so each branch computes exactly what its separate sequence computes
@@ -23,13 +26,24 @@ from __future__ import annotations
 import torch
 
 
-def tree_attention_mask(position_ids: torch.Tensor, branch_ids: torch.Tensor, sliding_window: int | None = None) -> torch.Tensor:
-    """Boolean mask [B, 1, T, T], True where query t may attend to key s."""
+def tree_attention_mask(
+    position_ids: torch.Tensor,
+    branch_ids: torch.Tensor,
+    root_ids: torch.Tensor | None = None,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """Boolean mask [B, 1, T, T], True where query t may attend to key s.
+
+    ``root_ids`` (default: 0 everywhere, one tree per row) is, per token, the branch id of its
+    tree's shared prefix: several trees can share a row when their branch ids differ.
+    """
     length = branch_ids.shape[-1]
     index = torch.arange(length, device=branch_ids.device)
+    if root_ids is None:
+        root_ids = torch.zeros_like(branch_ids)
     q_branch, kv_branch = branch_ids[:, :, None], branch_ids[:, None, :]
     mask = (index[None, :, None] >= index[None, None, :]) & (q_branch >= 0) & (kv_branch >= 0)
-    mask &= (kv_branch == 0) | (kv_branch == q_branch)
+    mask &= (kv_branch == root_ids[:, :, None]) | (kv_branch == q_branch)
     if sliding_window is not None:
         distance = position_ids[:, :, None] - position_ids[:, None, :]
         mask &= distance < sliding_window  # as transformers' sliding_window_overlay, in positions
@@ -71,9 +85,13 @@ class TreeMaskHooks:
         self._batch = None
         self._handles = []
 
-    def set_batch(self, position_ids: torch.Tensor | None, branch_ids: torch.Tensor | None, device) -> None:
+    def set_batch(self, batch, device) -> None:
+        """The batch about to run (a calibration Batch or None); plain rows keep the model's mask."""
         self._masks = {}
-        self._batch = None if branch_ids is None else (position_ids.to(device), branch_ids.to(device))
+        if batch is None or batch.branch_ids is None:
+            self._batch = None
+        else:
+            self._batch = (batch.position_ids.to(device), batch.branch_ids.to(device), batch.root_ids.to(device))
 
     def _mask(self, window: int | None) -> torch.Tensor:
         if window not in self._masks:

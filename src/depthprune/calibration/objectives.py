@@ -36,10 +36,11 @@ class Batch:
     targets: torch.Tensor  # next-token ids at those positions
     coefficients: torch.Tensor  # float64, loss = Σ coefficients · log p
     sequence_ids: torch.Tensor  # global sequence (candidate) id per scored position
-    # Shared-context rows (depthprune.tree_attention): position id and branch per token (-1 padding,
-    # 0 shared prefix, k branch k). None for plain left-aligned causal rows.
+    # Shared-context rows (depthprune.tree_attention): position id, branch (-1 padding) and the
+    # branch of its tree's shared prefix per token. None for plain left-aligned causal rows.
     position_ids: torch.Tensor | None = None  # [B, T]
     branch_ids: torch.Tensor | None = None  # [B, T]
+    root_ids: torch.Tensor | None = None  # [B, T] the branch id of the shared prefix of each token's tree
 
     @property
     def n_tokens(self) -> int:
@@ -148,52 +149,67 @@ def _common_prefix(sequences: list[_Sequence]) -> int:
 
 
 def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) -> list[Batch]:
-    """One row per item: the candidates' shared prefix once, then each candidate's own tokens.
+    """Trees, one per item: the candidates' shared prefix once, then each candidate's own tokens.
 
-    Scored positions, targets and coefficients are those of the separate sequences, mapped into the
-    row; ``position_ids`` and ``branch_ids`` drive the tree attention mask (depthprune.tree_attention).
+    Trees are packed first-fit-decreasing into rows as wide as the longest tree (several short
+    items share a row, so little is padding), rows into micro-batches of at most ``token_budget``
+    padded tokens. Scored positions, targets and coefficients are those of the separate sequences,
+    mapped into the rows; ``position_ids``, ``branch_ids`` and ``root_ids`` drive the tree attention
+    mask (depthprune.tree_attention).
     """
-    rows = []
+    trees = []
     for sequences in items:
         shared = _common_prefix(sequences)
         ids, positions, branches = list(sequences[0].ids[:shared]), list(range(shared)), [0] * shared
-        scored = []  # (row index of the hidden state, target, coefficient, sequence id)
+        scored = []  # (index in the tree of the hidden state, target, coefficient, sequence id)
         for k, seq in enumerate(sequences, start=1):
-            offset = len(ids) - shared  # row index of the token at sequence index t ≥ shared: t + offset
+            offset = len(ids) - shared  # tree index of the token at sequence index t ≥ shared: t + offset
             ids += seq.ids[shared:]
             positions += range(shared, len(seq.ids))
             branches += [k] * (len(seq.ids) - shared)
             for t in range(seq.first_scored, len(seq.ids)):
                 source = t - 1 if t - 1 < shared else t - 1 + offset  # hidden at t-1 predicts token t
                 scored.append((source, seq.ids[t], seq.coefficient_per_token, seq.sequence_id))
-        rows.append((ids, positions, branches, scored))
-    order = sorted(range(len(rows)), key=lambda i: (-len(rows[i][0]), i))
-    groups: list[list[int]] = []
-    for index in order:
-        longest = len(rows[groups[-1][0]][0]) if groups else 0
-        if groups and longest * (len(groups[-1]) + 1) <= token_budget:
-            groups[-1].append(index)
-        else:
-            groups.append([index])
+        trees.append((ids, positions, branches, scored))
+    width = max(len(tree[0]) for tree in trees)
+    rows: list[list[int]] = []  # tree indices per row
+    room: list[int] = []
+    for index in sorted(range(len(trees)), key=lambda i: (-len(trees[i][0]), i)):
+        size = len(trees[index][0])
+        row = next((r for r, free in enumerate(room) if free >= size), None)
+        if row is None:
+            rows.append([])
+            room.append(width)
+            row = len(rows) - 1
+        rows[row].append(index)
+        room[row] -= size
+    per_batch = max(1, token_budget // width)
     batches = []
-    for group in groups:
-        width = len(rows[group[0]][0])
-        input_ids = torch.full((len(group), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        position_ids = torch.zeros((len(group), width), dtype=torch.long)
-        branch_ids = torch.full((len(group), width), -1, dtype=torch.long)
+    for first in range(0, len(rows), per_batch):
+        group = rows[first : first + per_batch]
+        length = max(width - room[first + r] for r in range(len(group)))
+        input_ids = torch.full((len(group), length), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(group), length), dtype=torch.long)
+        position_ids = torch.zeros((len(group), length), dtype=torch.long)
+        branch_ids = torch.full((len(group), length), -1, dtype=torch.long)
+        root_ids = torch.full((len(group), length), -1, dtype=torch.long)
         flat, targets, coefficients, sequence_ids = [], [], [], []
-        for r, index in enumerate(group):
-            ids, positions, branches, scored = rows[index]
-            input_ids[r, : len(ids)] = torch.tensor(ids)
-            mask[r, : len(ids)] = 1
-            position_ids[r, : len(ids)] = torch.tensor(positions)
-            branch_ids[r, : len(ids)] = torch.tensor(branches)
-            for source, target, coefficient, sequence_id in scored:
-                flat.append(r * width + source)
-                targets.append(target)
-                coefficients.append(coefficient)
-                sequence_ids.append(sequence_id)
+        for r, tree_indices in enumerate(group):
+            start, label = 0, 0  # next free column; branch labels unique within the row
+            for index in tree_indices:
+                ids, positions, branches, scored = trees[index]
+                stop = start + len(ids)
+                input_ids[r, start:stop] = torch.tensor(ids)
+                mask[r, start:stop] = 1
+                position_ids[r, start:stop] = torch.tensor(positions)
+                branch_ids[r, start:stop] = torch.tensor(branches) + label
+                root_ids[r, start:stop] = label  # the tree's prefix label
+                for source, target, coefficient, sequence_id in scored:
+                    flat.append(r * length + start + source)
+                    targets.append(target)
+                    coefficients.append(coefficient)
+                    sequence_ids.append(sequence_id)
+                start, label = stop, label + max(branches, default=0) + 1
         batches.append(
             Batch(
                 input_ids=input_ids,
@@ -204,6 +220,7 @@ def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) ->
                 sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
                 position_ids=position_ids,
                 branch_ids=branch_ids,
+                root_ids=root_ids,
             )
         )
     return batches
@@ -215,7 +232,8 @@ def _hash_batches(batches: list[Batch]) -> str:
         for tensor in (batch.input_ids, batch.attention_mask, batch.flat_positions, batch.targets, batch.coefficients):
             digest.update(tensor.numpy().tobytes())
         if batch.branch_ids is not None:  # shared-context rows: a different computation, another key
-            digest.update(b"tree" + batch.position_ids.numpy().tobytes() + batch.branch_ids.numpy().tobytes())
+            digest.update(b"tree" + batch.position_ids.numpy().tobytes() + batch.branch_ids.numpy().tobytes()
+                          + batch.root_ids.numpy().tobytes())
     return digest.hexdigest()[:16]
 
 
