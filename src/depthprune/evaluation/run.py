@@ -19,7 +19,7 @@ from typing import Callable
 
 from depthprune.evaluation.benchmarks import BENCHMARKS, LM_EVAL_TASKS, PERPLEXITY_BENCHMARKS, EvalSettings
 from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
-from depthprune.evaluation.harness import LOG_SOFTMAX_DTYPE, MetricValue, check_offline_data, offline_data_files
+from depthprune.evaluation.harness import LM_ENGINE, LOG_SOFTMAX_DTYPE, MetricValue, check_offline_data, offline_data_files
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
 from depthprune.progress import Progress
 
@@ -155,6 +155,7 @@ def cache_payload(model_identity: dict, removed, settings: EvalSettings) -> dict
             "batch_size": settings.batch_size,
             "bootstrap_iters": settings.bootstrap_iters,
             "log_softmax_dtype": LOG_SOFTMAX_DTYPE,
+            "lm_engine": LM_ENGINE,
         },
         "data": data_fingerprint(settings),
         "versions": {name: versions[name] for name in KEY_VERSIONS},
