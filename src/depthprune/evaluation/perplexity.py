@@ -151,9 +151,26 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
     return ids[: n_windows * seq_len].view(n_windows, seq_len)
 
 
+def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """As ``window_nll_sums``, through the scoring engine (evaluation/engine_lm.py): each window a
+    sequence of its own, the LM head in chunks (never the [batch, length, vocab] logits)."""
+    from depthprune.calibration.objectives import _Sequence
+    from depthprune.evaluation.engine_lm import score_trees
+
+    groups = [[_Sequence(ids=w.tolist(), first_scored=1, coefficient_per_token=0.0, sequence_id=i)]
+              for i, w in enumerate(windows)]
+    sums, _ = score_trees(model, groups, pad_id=0, token_budget=batch_size * windows.shape[1])
+    return -sums
+
+
 @torch.inference_mode()
-def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity") -> torch.Tensor:
-    """Summed next-token NLL of each window (float64, shape (W,)); each window scored on its own."""
+def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity", engine: str = "depthprune") -> torch.Tensor:
+    """Summed next-token NLL of each window (float64, shape (W,)); each window scored on its own.
+
+    ``engine``: "depthprune" (the scoring engine, as lm-eval requests) or "hflm" (the model's
+    full logits, as lm-eval's HFLM computes them)."""
+    if engine == "depthprune":
+        return engine_window_nll_sums(model, windows, batch_size)
     device = next(model.parameters()).device
     sums = []
     for start in tqdm(range(0, len(windows), batch_size), desc=desc, unit="batch", leave=False):
@@ -167,9 +184,9 @@ def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "
     return torch.tensor(sums, dtype=torch.float64)
 
 
-def perplexity_of_windows(model, windows: torch.Tensor, batch_size: int, benchmark: str = "text") -> PerplexityResult:
+def perplexity_of_windows(model, windows: torch.Tensor, batch_size: int, benchmark: str = "text", engine: str = "depthprune") -> PerplexityResult:
     start = time.perf_counter()
-    sums = window_nll_sums(model, windows, batch_size, desc=benchmark)
+    sums = window_nll_sums(model, windows, batch_size, desc=benchmark, engine=engine)
     per_window = windows.shape[1] - 1  # the first token of a window is never predicted
     n_tokens = per_window * len(windows)
     mean_nll = float(sums.sum()) / n_tokens
@@ -199,6 +216,7 @@ def evaluate_perplexity(
     max_tokens: int | None = None,
     batch_size: int = 8,
     data_dir: str | Path | None = None,
+    engine: str = "depthprune",
 ) -> PerplexityResult:
     """Perplexity of ``model`` on ``benchmark`` ("wikitext2" or "c4"); see the module docstring."""
     if benchmark not in CORPORA:
@@ -207,7 +225,7 @@ def evaluate_perplexity(
     texts = load_corpus_texts(benchmark, data_dir)
     ids = tokenize_corpus(tokenizer, texts, max_tokens)
     windows = split_windows(ids, seq_len, benchmark)
-    result = perplexity_of_windows(model, windows, batch_size, benchmark)
+    result = perplexity_of_windows(model, windows, batch_size, benchmark, engine=engine)
     seconds = time.perf_counter() - start
     log.info("%s: perplexity %.4f over %d tokens (%d windows of %d) in %.1fs",
              benchmark, result.perplexity, result.n_tokens, result.n_windows, seq_len, seconds)

@@ -64,8 +64,10 @@ class Evaluation:
     details: dict = field(default_factory=dict)
 
 
-def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Evaluation:
-    """Score ``model`` as it is on ``settings.benchmarks`` (``removed`` is only recorded)."""
+def evaluate_model(model, tokenizer, settings: EvalSettings, removed=(), engine: str = LM_ENGINE) -> Evaluation:
+    """Score ``model`` as it is on ``settings.benchmarks`` (``removed`` is only recorded).
+
+    ``engine``: "depthprune" (shared-context scoring engine) or "hflm" (lm-eval's HFLM, full logits)."""
     from depthprune.evaluation import harness
     from depthprune.evaluation.perplexity import evaluate_perplexity
 
@@ -81,7 +83,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
             result = evaluate_perplexity(
                 model, tokenizer, benchmark,
                 seq_len=settings.ppl_seq_len, max_tokens=settings.ppl_max_tokens,
-                batch_size=settings.batch_size, data_dir=settings.data_dir,
+                batch_size=settings.batch_size, data_dir=settings.data_dir, engine=engine,
             )  # fmt: skip
             metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
             seconds[benchmark] = result.seconds
@@ -90,7 +92,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
         tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
         if tasks:
             with harness.task_manager(settings.data_dir, tasks) as manager:
-                lm = harness.make_lm(model, tokenizer, settings.batch_size)
+                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine=engine)
                 for task in tasks:
                     run = harness.run_task(
                         lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
