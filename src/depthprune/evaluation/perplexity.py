@@ -151,16 +151,28 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
     return ids[: n_windows * seq_len].view(n_windows, seq_len)
 
 
-def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """As ``window_nll_sums``, through the scoring engine (evaluation/engine_lm.py): each window a
-    sequence of its own, the LM head in chunks (never the [batch, length, vocab] logits)."""
-    from depthprune.calibration.objectives import _Sequence
-    from depthprune.evaluation.engine_lm import score_trees
+@torch.inference_mode()
+def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_chunk: int = 2048) -> torch.Tensor:
+    """As ``window_nll_sums``, the way the scoring engine scores (evaluation/engine_lm.py): the
+    backbone's normed states, then the LM head in chunks of positions (never the [batch, length,
+    vocab] logits). Windows share no context, so they are plain causal rows (no tree mask)."""
+    from depthprune.models.families import family_for
 
-    groups = [[_Sequence(ids=w.tolist(), first_scored=1, coefficient_per_token=0.0, sequence_id=i)]
-              for i, w in enumerate(windows)]
-    sums, _ = score_trees(model, groups, pad_id=0, token_budget=batch_size * windows.shape[1])
-    return -sums
+    family = family_for(model)
+    device = next(model.parameters()).device
+    sums = []
+    for start in range(0, len(windows), batch_size):
+        batch = windows[start : start + batch_size].to(device)
+        hidden = family.backbone(model)(input_ids=batch, use_cache=False).last_hidden_state
+        flat = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+        targets = batch[:, 1:].reshape(-1)
+        picked = []
+        for first in range(0, len(targets), head_chunk):
+            logits = family.head_logits(model, flat[first : first + head_chunk]).float()
+            picked.append(torch.log_softmax(logits, dim=-1).gather(1, targets[first : first + head_chunk, None]).squeeze(1))
+        per_row = torch.cat(picked).double().view(batch.shape[0], -1).sum(dim=1)
+        sums.extend(float(-x) for x in per_row.cpu())
+    return torch.tensor(sums, dtype=torch.float64)
 
 
 @torch.inference_mode()
