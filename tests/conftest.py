@@ -6,6 +6,10 @@ import importlib.util
 import os
 from pathlib import Path
 
+# dtype: auto computes in float32 on every CPU kind under test (bfloat16 only on CPUs with native
+# bfloat16), so tolerances do not depend on the machine; tests/test_dtype.py injects both branches.
+os.environ.setdefault("DEPTHPRUNE_CPU_BF16", "0")
+
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

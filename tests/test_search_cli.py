@@ -18,7 +18,7 @@ from depthprune.search.runner import TRACE_COLUMNS, run_search
 SMALL = {"bo": {"n_trials": 15}, "ga": {"generations": 3}}
 SELECTION_FIELDS = [
     "model", "calibration", "budget", "algorithm", "removed", "n_layers", "loss", "calibration_perplexity",
-    "calibration_accuracy", "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds", "seed",
+    "calibration_accuracy", "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds", "seed", "dtype",
     "hyperparameters", "diagnostics", "versions",
 ]  # fmt: skip
 
@@ -77,6 +77,7 @@ def test_search_command_writes_selection_and_trace(evaluator_and_prior, tiny_mod
     doc = json.loads(selection.read_text())
     assert list(doc) == SELECTION_FIELDS
     assert (doc["model"], doc["calibration"], doc["budget"], doc["algorithm"]) == ("tiny8", calibration, 2, "cbo")
+    assert doc["dtype"] == "float32"  # dtype auto, resolved (the suite forces a float32 CPU)
     assert doc["hyperparameters"]["rerank"] == 4 and doc["hyperparameters"]["exact_limit"] == 5_000_000
     assert doc["n_layers"] == 8 and len(doc["removed"]) == 2 and doc["removed"] == sorted(doc["removed"])
     if calibration == "ppl_c4":

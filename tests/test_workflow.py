@@ -100,7 +100,7 @@ def test_paper_profile_dag():
     assert counts["prepare_model"] == 3
     models = {w["model"] for rule, w in jobs if rule == "search"}
     assert models == {"llama3-8b", "llama31-8b", "qwen3-8b"}  # replaces, not adds to, the default
-    assert "--dtype bfloat16 --device cuda" in output and "--n-samples 64 --seq-len 2048" in output
+    assert "--dtype auto --device cuda" in output and "--n-samples 64 --seq-len 2048" in output
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m, embedded:gemma3-270m or tiny:<family>-<blocks>")
     group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
     group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="auto: float32 on CPU, bfloat16 on CUDA")
+                       help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
 
@@ -33,6 +33,9 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
     group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
     group.add_argument("--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (spec §2)")
+    group.add_argument("--tlm-context", default="shared", choices=["shared", "separate"],
+                       help="TLM items: the context once, candidates as branches of one tree-masked row "
+                            "(shared; same losses, less compute) or one sequence per candidate (separate)")
     group.add_argument("--c4-dataset", default=DEFAULT_C4_DATASET, help="hub id of C4")
     group.add_argument("--cs170k-dataset", default=DEFAULT_CS170K_DATASET, help="hub id of Commonsense 170k")
 
@@ -151,6 +154,7 @@ def build_evaluator(args, loaded=None, samples=None):
         seed=args.seed,
         tlm_format=args.tlm_format,
         token_budget=token_budget,
+        shared_context=getattr(args, "tlm_context", "shared") == "shared",
         c4_dataset=args.c4_dataset,
         cs170k_dataset=args.cs170k_dataset,
         samples=samples,

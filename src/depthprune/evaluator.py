@@ -21,6 +21,7 @@ dense pass, and they are replayed. No family's forward is re-implemented here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -34,8 +35,9 @@ import torch
 
 from depthprune.calibration.objectives import Objective
 from depthprune.models.families import family_for
-from depthprune.models.loading import LoadedModel
+from depthprune.models.loading import LoadedModel, dtype_name
 from depthprune.models.pruning import validate_removed
+from depthprune.tree_attention import TreeMaskHooks
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +173,7 @@ class SubsetEvaluator:
         self._memo: dict[tuple[int, ...], tuple[float, float | None, float]] = {}
         self._gate_derivatives: tuple[np.ndarray, np.ndarray] | None = None
         self._blocks_this_call = 0  # blocks run for the evaluation now in progress
+        self.progress = None  # a depthprune.progress.Progress set by the caller (prior, search) to log
         self._started = time.perf_counter()
         self._tokens_per_block = objective.n_tokens
         self.config_key = memo_key(self.describe())
@@ -203,7 +206,7 @@ class SubsetEvaluator:
             "objective": self.objective_kind,
             "data_hash": self.objective.data_hash,
             "n_layers": self.n_layers,
-            "dtype": str(self.loaded.dtype).replace("torch.", ""),
+            "dtype": dtype_name(self.loaded.dtype),
             "device_type": self.device.type,
             "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -239,8 +242,23 @@ class SubsetEvaluator:
                 continue
             loss, acc, cost = self._lookup(key)
             self.stats.memo_hits += 1
+            if self.progress is not None:
+                self.progress.step(blocks_run=self.stats.blocks_run)
             out.append(EvalRecord(key, loss, acc, memo_hit=True, blocks_run=0, seconds=0.0, cost_seconds=cost))
         return out
+
+    @torch.no_grad()
+    def sequence_logliks(self, removed: Iterable[int]) -> np.ndarray:
+        """Σ log p of each scored sequence (candidate) of the objective, for the model without
+        ``removed`` (float64, indexed by sequence id): what separate-sequence scoring would give."""
+        key = validate_removed(removed, self.n_layers, self.protected)
+        final_state = self._state_at(frozenset(key), self.n_layers)
+        n_seq = 1 + max(int(b.sequence_ids.max()) for b in self.objective.batches if len(b.sequence_ids))
+        sums = torch.zeros(n_seq, dtype=torch.float64)
+        for b, hidden in enumerate(final_state):
+            ids = self.objective.batches[b].sequence_ids
+            sums.index_add_(0, ids, self._token_logprobs(b, hidden).double().cpu())
+        return sums.numpy()
 
     def empty_record(self) -> EvalRecord:
         """L(∅), computed by the capture pass."""
@@ -303,19 +321,18 @@ class SubsetEvaluator:
         def norm_hook(module, args):
             final_states.append(args[0])
 
-        handles = [blk.register_forward_pre_hook(block_hook(j), with_kwargs=True) for j, blk in enumerate(self.blocks)]
-        handles.append(final_norm.register_forward_pre_hook(norm_hook))
-        try:
-            for batch in self.objective.batches:
-                captured.append({})
-                backbone(
-                    input_ids=batch.input_ids.to(self.device),
-                    attention_mask=batch.attention_mask.to(self.device),
-                    use_cache=False,
-                )
-        finally:
-            for handle in handles:
-                handle.remove()
+        # Shared-context rows: the tree mask replaces the model's mask first, so it is also what is
+        # captured and replayed (hooks run in registration order).
+        with tree_masks(self.model, self.family, self.blocks, self.objective.batches) as tree:
+            handles = [blk.register_forward_pre_hook(block_hook(j), with_kwargs=True) for j, blk in enumerate(self.blocks)]
+            handles.append(final_norm.register_forward_pre_hook(norm_hook))
+            try:
+                for batch in self.objective.batches:
+                    captured.append({})
+                    _backbone_forward(backbone, batch, self.device, tree)
+            finally:
+                for handle in handles:
+                    handle.remove()
         self._block_kwargs = [[per_batch[j] for j in range(self.n_layers)] for per_batch in captured]
         self._embeddings = dense_states.pop(0)
         for j, state in sorted(dense_states.items()):
@@ -419,6 +436,8 @@ class SubsetEvaluator:
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
         self._remember(key, loss, acc, seconds)
+        if self.progress is not None:
+            self.progress.step(blocks_run=self.stats.blocks_run)
         return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds,
                           cost_seconds=seconds)
 
@@ -449,13 +468,34 @@ def forward_loss(model: torch.nn.Module, objective: Objective) -> tuple[float, f
     family = family_for(model)
     device = next(model.parameters()).device
     logprobs = []
-    for batch in objective.batches:
-        hidden = family.backbone(model)(
-            input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False
-        ).last_hidden_state
-        # last_hidden_state is already normed; apply only the head (and softcap) at scored positions.
-        flat = hidden.reshape(-1, hidden.shape[-1])[batch.flat_positions.to(device)]
-        logits = family.head_logits(model, flat)
-        lp = torch.log_softmax(logits.float(), dim=-1).gather(1, batch.targets.to(device)[:, None]).squeeze(1)
-        logprobs.append(lp)
+    with tree_masks(model, family, family.blocks(model), objective.batches) as tree:
+        for batch in objective.batches:
+            hidden = _backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
+            # last_hidden_state is already normed; apply only the head (and softcap) at scored positions.
+            flat = hidden.reshape(-1, hidden.shape[-1])[batch.flat_positions.to(device)]
+            logits = family.head_logits(model, flat)
+            lp = torch.log_softmax(logits.float(), dim=-1).gather(1, batch.targets.to(device)[:, None]).squeeze(1)
+            logprobs.append(lp)
     return objective.reduce(logprobs)
+
+
+@contextlib.contextmanager
+def tree_masks(model, family, blocks, batches):
+    """Tree-mask hooks on ``blocks`` when any batch holds shared-context rows, else nothing."""
+    if not any(batch.branch_ids is not None for batch in batches):
+        yield None
+        return
+    with TreeMaskHooks(blocks, family.text_config(model)) as hooks:
+        yield hooks
+
+
+def _backbone_forward(backbone, batch, device, tree):
+    """The model's own forward on one batch (shared-context rows: their positions and tree mask)."""
+    extra = {}
+    if tree is not None:
+        tree.set_batch(batch, device)
+    if batch.branch_ids is not None:
+        extra["position_ids"] = batch.position_ids.to(device)
+    return backbone(
+        input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False, **extra
+    )

@@ -7,6 +7,7 @@ import math
 import time
 
 from depthprune.io import atomic_write_json, package_versions
+from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,12 @@ def compute_prior(evaluator) -> dict:
     before = evaluator.stats.as_dict()
     empty = evaluator.empty_record()
     layers = [i for i in range(evaluator.n_layers) if i not in evaluator.protected]
-    records = {r.removed[0]: r for r in evaluator.evaluate([(i,) for i in layers])}
+    previous = getattr(evaluator, "progress", None)
+    evaluator.progress = Progress("prior", total=len(layers))
+    try:
+        records = {r.removed[0]: r for r in evaluator.evaluate([(i,) for i in layers])}
+    finally:
+        evaluator.progress = previous
     after = evaluator.stats.as_dict()
     is_tlm = evaluator.objective_kind == "tlm"
     scores = [records[i].loss if i in records else None for i in range(evaluator.n_layers)]
@@ -39,6 +45,7 @@ def compute_prior(evaluator) -> dict:
             "blocks_run": after["blocks_run"] - before["blocks_run"] + empty.blocks_run,
             "seconds": time.perf_counter() - started + empty.seconds,
         },
+        "dtype": evaluator.describe()["dtype"],  # the resolved precision (dtype: auto)
         "evaluator": evaluator.describe(),
         "seed": evaluator.settings.get("seed"),
         "versions": package_versions(),

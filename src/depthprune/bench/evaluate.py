@@ -3,8 +3,15 @@
 Evaluates the dense embedded SmolLM2-135M (or ``--removed`` blocks of it) with the default
 profile's evaluation settings (config.yaml ``evaluation:``: 2048-token perplexity windows, 8192
 tokens per perplexity benchmark, the first 100 documents of each lm-eval task incl. LAMBADA, batch
-8, the model in bfloat16), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
+8, the model in the profile's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
 (loading + pruning + all nine benchmarks; the evaluation cache is not used).
+
+``--compare`` evaluates the dense model and three pruned sets (``--compare-sets``) in float32
+through lm-eval's HFLM (today's path: full logits, one sequence per choice) and through the
+scoring engine (evaluation/engine_lm.py), in one process, and ends with
+``evaluate: seconds_ratio=R max_abs_loglik_diff=D metrics_equal=yes|no`` (R: engine seconds / HFLM
+seconds over all models and benchmarks; D: the largest difference of any lm-eval request's
+log-likelihood; metrics equal: accuracies identical, perplexities within 1e-5 relative).
 """
 
 from __future__ import annotations
@@ -16,22 +23,28 @@ from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
 
 # The default profile's evaluation settings (config.yaml); flags override them.
 PROFILE_DEFAULTS = dict(limit=100, ppl_seq_len=2048, ppl_max_tokens=8192, batch_size=8)
+COMPARE_SETS = ("6 8 10 12 14 16 18", "3 5 7 9 11 13 15 17 19", "20 21 22 23 24 25 26")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default="embedded:smollm2-135m", help="model spec (default %(default)s)")
     group.add_argument("--name", help="alias written into --out-metrics (default: from --model)")
-    group.add_argument("--dtype", default="bfloat16", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="default %(default)s, as config.yaml")
+    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                       help="default %(default)s, as config.yaml (bfloat16 on CUDA or a CPU with native bfloat16, else float32)")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
     group.add_argument("--removed", default="", help='blocks to remove, e.g. "6 8 10 12 14 16 18" (default: dense)')
     add_evaluation_args(parser, **PROFILE_DEFAULTS)
     parser.add_argument("--out-metrics", help="also write the tidy metrics CSV here")
+    parser.add_argument("--compare", action="store_true", help="HFLM path vs the scoring engine (see above)")
+    parser.add_argument("--compare-sets", nargs="*", default=list(COMPARE_SETS),
+                        help="removed sets evaluated besides the dense model under --compare")
 
 
 def run(args) -> int:
+    if args.compare:
+        return run_compare(args)
     from depthprune.cli_common import load_model_from_args
     from depthprune.evaluation.run import Labels, evaluate_model, check_data, write_outputs
     from depthprune.io import parse_layers
@@ -58,4 +71,72 @@ def run(args) -> int:
         figures = " ".join(f"{r.metric}={r.value:.4f}" for r in rows.itertuples())
         print(f"{benchmark}: {figures} n={int(rows.n.iloc[0])} seconds={evaluation.seconds[benchmark]:.1f}")
     print(f"evaluate: seconds_per_model={total:.1f}")
+    return 0
+
+
+def run_compare(args) -> int:
+    from depthprune.evaluation import harness
+    from depthprune.evaluation.run import check_data, evaluate_model
+    from depthprune.io import parse_layers
+    from depthprune.models.loading import load_model
+    from depthprune.models.pruning import remove_blocks
+
+    settings = settings_from_args(args)
+    check_data(settings)
+    sets = [()] + [parse_layers(text) for text in args.compare_sets]
+    make_lm = harness.make_lm
+    recorded: dict[str, dict] = {}
+
+    def recording_make_lm(model, tokenizer, batch_size, engine=harness.LM_ENGINE):
+        lm = make_lm(model, tokenizer, batch_size, engine=engine)
+        answers = recorded.setdefault(engine, {})
+        inner = lm.loglikelihood
+
+        def loglikelihood(requests, disable_tqdm=False):
+            results = inner(requests, disable_tqdm=disable_tqdm)
+            for request, result in zip(requests, results):
+                answers[(current["removed"], request.task_name, request.doc_id, request.idx, request.args)] = result[0]
+            return results
+
+        lm.loglikelihood = loglikelihood
+        return lm
+
+    current = {"removed": ()}
+    totals = {"hflm": 0.0, "depthprune": 0.0}
+    metrics: dict[tuple, float] = {}
+    harness.make_lm = recording_make_lm
+    try:
+        print(f"compare: model {args.model} float32, sets {['dense'] + args.compare_sets}, limit={settings.limit}, "
+              f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}")
+        for removed in sets:
+            for engine in ("hflm", "depthprune"):
+                loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
+                if removed:
+                    remove_blocks(loaded.model, removed)
+                current["removed"] = removed
+                evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed, engine=engine)
+                seconds = sum(evaluation.seconds.values())
+                totals[engine] += seconds
+                for m in evaluation.metrics:
+                    metrics[(removed, m.benchmark, m.metric, engine)] = m.value
+                per = " ".join(f"{b}={t:.1f}" for b, t in evaluation.seconds.items())
+                print(f"removed=[{' '.join(map(str, removed))}] {engine}: seconds={seconds:.1f} ({per})", flush=True)
+    finally:
+        harness.make_lm = make_lm
+    theirs, ours = recorded.get("hflm", {}), recorded.get("depthprune", {})
+    if set(theirs) != set(ours):
+        raise RuntimeError("the two paths saw different lm-eval requests")
+    diff = max((abs(theirs[k] - ours[k]) for k in theirs), default=0.0)
+    equal = True
+    for (removed, benchmark, metric, engine), value in metrics.items():
+        if engine != "hflm":
+            continue
+        other = metrics[(removed, benchmark, metric, "depthprune")]
+        same = abs(other - value) <= 1e-5 * abs(value) if metric == "perplexity" else other == value
+        if not same:
+            equal = False
+            print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} engine={other}")
+    print(f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} engine={totals['depthprune']:.1f}")
+    print(f"evaluate: seconds_ratio={totals['depthprune'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
+          f"metrics_equal={'yes' if equal else 'no'}")
     return 0

@@ -36,6 +36,11 @@ class Batch:
     targets: torch.Tensor  # next-token ids at those positions
     coefficients: torch.Tensor  # float64, loss = Σ coefficients · log p
     sequence_ids: torch.Tensor  # global sequence (candidate) id per scored position
+    # Shared-context rows (depthprune.tree_attention): position id, branch (-1 padding) and the
+    # branch of its tree's shared prefix per token. None for plain left-aligned causal rows.
+    position_ids: torch.Tensor | None = None  # [B, T]
+    branch_ids: torch.Tensor | None = None  # [B, T]
+    root_ids: torch.Tensor | None = None  # [B, T] the branch id of the shared prefix of each token's tree
 
     @property
     def n_tokens(self) -> int:
@@ -133,11 +138,102 @@ def _pack(sequences: list[_Sequence], pad_id: int, token_budget: int) -> list[Ba
     return batches
 
 
+def _common_prefix(sequences: list[_Sequence]) -> int:
+    """Length of the token prefix all ``sequences`` share, leaving every one at least one own token."""
+    limit = min(len(s.ids) for s in sequences) - 1
+    first = sequences[0].ids
+    n = 0
+    while n < limit and all(s.ids[n] == first[n] for s in sequences):
+        n += 1
+    return n
+
+
+def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) -> list[Batch]:
+    """Trees, one per item: the candidates' shared prefix once, then each candidate's own tokens.
+
+    Trees are packed first-fit-decreasing into rows as wide as the longest tree (several short
+    items share a row, so little is padding), rows into micro-batches of at most ``token_budget``
+    padded tokens. Scored positions, targets and coefficients are those of the separate sequences,
+    mapped into the rows; ``position_ids``, ``branch_ids`` and ``root_ids`` drive the tree attention
+    mask (depthprune.tree_attention).
+    """
+    trees = []
+    for sequences in items:
+        shared = _common_prefix(sequences)
+        ids, positions, branches = list(sequences[0].ids[:shared]), list(range(shared)), [0] * shared
+        scored = []  # (index in the tree of the hidden state, target, coefficient, sequence id)
+        for k, seq in enumerate(sequences, start=1):
+            offset = len(ids) - shared  # tree index of the token at sequence index t ≥ shared: t + offset
+            ids += seq.ids[shared:]
+            positions += range(shared, len(seq.ids))
+            branches += [k] * (len(seq.ids) - shared)
+            for t in range(seq.first_scored, len(seq.ids)):
+                source = t - 1 if t - 1 < shared else t - 1 + offset  # hidden at t-1 predicts token t
+                scored.append((source, seq.ids[t], seq.coefficient_per_token, seq.sequence_id))
+        trees.append((ids, positions, branches, scored))
+    width = max(len(tree[0]) for tree in trees)
+    rows: list[list[int]] = []  # tree indices per row
+    room: list[int] = []
+    for index in sorted(range(len(trees)), key=lambda i: (-len(trees[i][0]), i)):
+        size = len(trees[index][0])
+        row = next((r for r, free in enumerate(room) if free >= size), None)
+        if row is None:
+            rows.append([])
+            room.append(width)
+            row = len(rows) - 1
+        rows[row].append(index)
+        room[row] -= size
+    per_batch = max(1, token_budget // width)
+    batches = []
+    for first in range(0, len(rows), per_batch):
+        group = rows[first : first + per_batch]
+        length = max(width - room[first + r] for r in range(len(group)))
+        input_ids = torch.full((len(group), length), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(group), length), dtype=torch.long)
+        position_ids = torch.zeros((len(group), length), dtype=torch.long)
+        branch_ids = torch.full((len(group), length), -1, dtype=torch.long)
+        root_ids = torch.full((len(group), length), -1, dtype=torch.long)
+        flat, targets, coefficients, sequence_ids = [], [], [], []
+        for r, tree_indices in enumerate(group):
+            start, label = 0, 0  # next free column; branch labels unique within the row
+            for index in tree_indices:
+                ids, positions, branches, scored = trees[index]
+                stop = start + len(ids)
+                input_ids[r, start:stop] = torch.tensor(ids)
+                mask[r, start:stop] = 1
+                position_ids[r, start:stop] = torch.tensor(positions)
+                branch_ids[r, start:stop] = torch.tensor(branches) + label
+                root_ids[r, start:stop] = label  # the tree's prefix label
+                for source, target, coefficient, sequence_id in scored:
+                    flat.append(r * length + start + source)
+                    targets.append(target)
+                    coefficients.append(coefficient)
+                    sequence_ids.append(sequence_id)
+                start, label = stop, label + max(branches, default=0) + 1
+        batches.append(
+            Batch(
+                input_ids=input_ids,
+                attention_mask=mask,
+                flat_positions=torch.tensor(flat, dtype=torch.long),
+                targets=torch.tensor(targets, dtype=torch.long),
+                coefficients=torch.tensor(coefficients, dtype=torch.float64),
+                sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
+                position_ids=position_ids,
+                branch_ids=branch_ids,
+                root_ids=root_ids,
+            )
+        )
+    return batches
+
+
 def _hash_batches(batches: list[Batch]) -> str:
     digest = hashlib.sha256()
     for batch in batches:
         for tensor in (batch.input_ids, batch.attention_mask, batch.flat_positions, batch.targets, batch.coefficients):
             digest.update(tensor.numpy().tobytes())
+        if batch.branch_ids is not None:  # shared-context rows: a different computation, another key
+            digest.update(b"tree" + batch.position_ids.numpy().tobytes() + batch.branch_ids.numpy().tobytes()
+                          + batch.root_ids.numpy().tobytes())
     return digest.hexdigest()[:16]
 
 
@@ -157,11 +253,20 @@ def perplexity_objective(texts: list[str], tokenizer, seq_len: int, token_budget
 
 
 def tlm_objective(
-    items: list[TLMItem], requests: list[list[tuple[str, str]]], tokenizer, seq_len: int, token_budget: int
+    items: list[TLMItem],
+    requests: list[list[tuple[str, str]]],
+    tokenizer,
+    seq_len: int,
+    token_budget: int,
+    shared_context: bool = True,
 ) -> Objective:
+    """The TLM objective; ``shared_context`` packs each item's candidates into one tree row (the
+    context computed once, docs/method.md §5), else one sequence per candidate. Same losses."""
     sequences, candidate_of_sequence = [], []
+    per_item: list[list[_Sequence]] = []
     n_items = len(items)
     for item_index, (item, pairs) in enumerate(zip(items, requests)):
+        per_item.append([])
         n_cand = len(pairs)
         for cand, (context, continuation) in enumerate(pairs):
             # Tokenise context and continuation separately, as lm-eval does.
@@ -177,8 +282,12 @@ def tlm_objective(
                 _Sequence(ids=ids, first_scored=first, coefficient_per_token=weight / (len(ids) - first),
                           sequence_id=len(candidate_of_sequence))
             )
+            per_item[-1].append(sequences[-1])
             candidate_of_sequence.append((item_index, cand))
-    batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
+    if shared_context:
+        batches = _pack_trees(per_item, tokenizer.pad_token_id, token_budget)
+    else:
+        batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
     n_scored = sum(len(b.targets) for b in batches)
     return Objective(
         kind="tlm",
@@ -262,6 +371,7 @@ def build_objective(
     seed: int = 0,
     tlm_format: str = "text",
     token_budget: int = 8192,
+    shared_context: bool = True,
     c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
     samples: CalibrationSamples | None = None,
@@ -281,4 +391,4 @@ def build_objective(
         raise ValueError(f"calibration samples are for {samples.calibration!r}, not {calibration!r}")
     if spec.objective == "perplexity":
         return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget)
-    return tlm_objective(samples.items, samples.requests, tokenizer, seq_len, token_budget)
+    return tlm_objective(samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context)

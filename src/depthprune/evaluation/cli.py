@@ -86,13 +86,13 @@ def model_identity(args) -> dict:
     """What stands for the model in the evaluation cache key (nothing is loaded): the content
     fingerprint of its files, never its path, plus the resolved dtype, the device type and the
     scoring-code version."""
-    from depthprune.models.loading import model_fingerprint, resolve_device, resolve_dtype, resolve_local
+    from depthprune.models.loading import dtype_name, model_fingerprint, resolve_device, resolve_dtype, resolve_local
     from depthprune.versions import SCORING_VERSION
 
     device = resolve_device(args.device)
     return {
         "fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
-        "dtype": str(resolve_dtype(args.dtype, device)).removeprefix("torch."),
+        "dtype": dtype_name(resolve_dtype(args.dtype, device)),
         "device": device.type,
         "scoring_version": SCORING_VERSION,
     }

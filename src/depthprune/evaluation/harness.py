@@ -114,17 +114,27 @@ def task_manager(data_dir: str | Path | None, tasks: Iterable[str]) -> Iterator:
 LOG_SOFTMAX_DTYPE = "float32"
 
 
-def make_lm(model, tokenizer, batch_size: int):
+LM_ENGINE = "depthprune"  # how lm-eval requests are scored by default (in the evaluation cache key)
+
+
+def make_lm(model, tokenizer, batch_size: int, engine: str = LM_ENGINE):
     """Wrap an in-memory (possibly pruned) transformers model for lm-eval.
+
+    ``engine``: "depthprune" scores log-likelihood requests with shared contexts and the LM head
+    only at continuation positions (evaluation/engine_lm.py); "hflm" is lm-eval's HFLM as it is.
 
     Log-probabilities are taken in float32 whatever the model's dtype: in bfloat16 (8 mantissa
     bits, steps of 0.06 at a log-probability of -10) close choices tie or swap; on the dense
     bfloat16 SmolLM2 (100 documents per task) a bfloat16 log-softmax moved PIQA acc_norm by 2 points
     and WinoGrande and HellaSwag acc by 1.
     """
-    from lm_eval.models.huggingface import HFLM
-
-    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, softmax_dtype=LOG_SOFTMAX_DTYPE)
+    if engine == "depthprune":
+        from depthprune.evaluation.engine_lm import DepthpruneLM as lm_class
+    elif engine == "hflm":
+        from lm_eval.models.huggingface import HFLM as lm_class
+    else:
+        raise ValueError(f"lm engine {engine!r}: expected depthprune or hflm")
+    return lm_class(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, softmax_dtype=LOG_SOFTMAX_DTYPE)
 
 
 @dataclass(frozen=True)

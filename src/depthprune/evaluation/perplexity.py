@@ -166,8 +166,37 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
 
 
 @torch.inference_mode()
-def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity") -> torch.Tensor:
-    """Summed next-token NLL of each window (float64, shape (W,)); each window scored on its own."""
+def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_chunk: int = 2048) -> torch.Tensor:
+    """As ``window_nll_sums``, the way the scoring engine scores (evaluation/engine_lm.py): the
+    backbone's normed states, then the LM head in chunks of positions (never the [batch, length,
+    vocab] logits). Windows share no context, so they are plain causal rows (no tree mask)."""
+    from depthprune.models.families import family_for
+
+    family = family_for(model)
+    device = next(model.parameters()).device
+    sums = []
+    for start in range(0, len(windows), batch_size):
+        batch = windows[start : start + batch_size].to(device)
+        hidden = family.backbone(model)(input_ids=batch, use_cache=False).last_hidden_state
+        flat = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+        targets = batch[:, 1:].reshape(-1)
+        picked = []
+        for first in range(0, len(targets), head_chunk):
+            logits = family.head_logits(model, flat[first : first + head_chunk]).float()
+            picked.append(torch.log_softmax(logits, dim=-1).gather(1, targets[first : first + head_chunk, None]).squeeze(1))
+        per_row = torch.cat(picked).double().view(batch.shape[0], -1).sum(dim=1)
+        sums.extend(float(-x) for x in per_row.cpu())
+    return torch.tensor(sums, dtype=torch.float64)
+
+
+@torch.inference_mode()
+def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity", engine: str = "depthprune") -> torch.Tensor:
+    """Summed next-token NLL of each window (float64, shape (W,)); each window scored on its own.
+
+    ``engine``: "depthprune" (the scoring engine, as lm-eval requests) or "hflm" (the model's
+    full logits, as lm-eval's HFLM computes them)."""
+    if engine == "depthprune":
+        return engine_window_nll_sums(model, windows, batch_size)
     device = next(model.parameters()).device
     sums = []
     for start in tqdm(range(0, len(windows), batch_size), desc=desc, unit="batch", leave=False):
@@ -181,9 +210,9 @@ def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "
     return torch.tensor(sums, dtype=torch.float64)
 
 
-def perplexity_of_windows(model, windows: torch.Tensor, batch_size: int, benchmark: str = "text") -> PerplexityResult:
+def perplexity_of_windows(model, windows: torch.Tensor, batch_size: int, benchmark: str = "text", engine: str = "depthprune") -> PerplexityResult:
     start = time.perf_counter()
-    sums = window_nll_sums(model, windows, batch_size, desc=benchmark)
+    sums = window_nll_sums(model, windows, batch_size, desc=benchmark, engine=engine)
     per_window = windows.shape[1] - 1  # the first token of a window is never predicted
     n_tokens = per_window * len(windows)
     mean_nll = float(sums.sum()) / n_tokens
@@ -214,6 +243,7 @@ def evaluate_perplexity(
     max_tokens: int | None = None,
     batch_size: int = 8,
     data_dir: str | Path | None = None,
+    engine: str = "depthprune",
 ) -> PerplexityResult:
     """Perplexity of ``model`` on ``benchmark`` ("wikitext2" or "c4"); see the module docstring."""
     if benchmark not in CORPORA:
@@ -222,7 +252,7 @@ def evaluate_perplexity(
     texts = load_corpus_texts(benchmark, data_dir)
     ids = tokenize_corpus(tokenizer, texts, max_tokens)
     windows = split_windows(ids, seq_len, benchmark)
-    result = perplexity_of_windows(model, windows, batch_size, benchmark)
+    result = perplexity_of_windows(model, windows, batch_size, benchmark, engine=engine)
     seconds = time.perf_counter() - start
     log.info("%s: perplexity %.4f over %d tokens (%d windows of %d) in %.1fs",
              benchmark, result.perplexity, result.n_tokens, result.n_windows, seq_len, seconds)

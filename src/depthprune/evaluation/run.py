@@ -19,8 +19,9 @@ from typing import Callable
 
 from depthprune.evaluation.benchmarks import BENCHMARKS, LM_EVAL_TASKS, PERPLEXITY_BENCHMARKS, EvalSettings
 from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
-from depthprune.evaluation.harness import LOG_SOFTMAX_DTYPE, MetricValue, check_offline_data, offline_data_files
+from depthprune.evaluation.harness import LM_ENGINE, LOG_SOFTMAX_DTYPE, MetricValue, check_offline_data, offline_data_files
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,10 @@ class Evaluation:
     samples: list[dict] | None = None
 
 
-def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Evaluation:
-    """Score ``model`` as it is on ``settings.benchmarks`` (``removed`` is only recorded)."""
+def evaluate_model(model, tokenizer, settings: EvalSettings, removed=(), engine: str = LM_ENGINE) -> Evaluation:
+    """Score ``model`` as it is on ``settings.benchmarks`` (``removed`` is only recorded).
+
+    ``engine``: "depthprune" (shared-context scoring engine) or "hflm" (lm-eval's HFLM, full logits)."""
     from depthprune.evaluation import harness
     from depthprune.evaluation.perplexity import evaluate_perplexity
 
@@ -77,22 +80,24 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
     perplexity: dict[str, dict] = {}
     runs = []
     samples: list[dict] = []
+    progress = Progress(f"evaluate removed=[{format_layers(removed)}]", total=len(settings.benchmarks), unit="benchmarks", interval=0.0)
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
         for benchmark in (b for b in settings.benchmarks if b in PERPLEXITY_BENCHMARKS):
             result = evaluate_perplexity(
                 model, tokenizer, benchmark,
                 seq_len=settings.ppl_seq_len, max_tokens=settings.ppl_max_tokens,
-                batch_size=settings.batch_size, data_dir=settings.data_dir,
+                batch_size=settings.batch_size, data_dir=settings.data_dir, engine=engine,
             )  # fmt: skip
             metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
             seconds[benchmark] = result.seconds
             perplexity[benchmark] = result.to_dict()
             samples.extend(result.sample_rows())
+            progress.step(note=f"{benchmark} took {result.seconds:.1f}s")
         tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
         if tasks:
             with harness.task_manager(settings.data_dir, tasks) as manager:
-                lm = harness.make_lm(model, tokenizer, settings.batch_size)
+                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine=engine)
                 for task in tasks:
                     run = harness.run_task(
                         lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
@@ -101,8 +106,16 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=()) -> Eval
                     seconds[task] = run.seconds
                     runs.append(run.results)
                     samples.extend(run.samples or [])
+                    progress.step(note=f"{task} took {run.seconds:.1f}s")
     raw = harness.merge_results(runs)
-    raw["depthprune"] = {"removed": list(removed), "perplexity": perplexity, "seconds": seconds}
+    from depthprune.models.loading import dtype_name
+
+    raw["depthprune"] = {
+        "removed": list(removed),
+        "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
+        "perplexity": perplexity,
+        "seconds": seconds,
+    }
     return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw, samples=samples)
 
 
@@ -150,6 +163,7 @@ def cache_payload(model_identity: dict, removed, settings: EvalSettings) -> dict
             "batch_size": settings.batch_size,
             "bootstrap_iters": settings.bootstrap_iters,
             "log_softmax_dtype": LOG_SOFTMAX_DTYPE,
+            "lm_engine": LM_ENGINE,
         },
         "data": data_fingerprint(settings),
         "versions": {name: versions[name] for name in KEY_VERSIONS},

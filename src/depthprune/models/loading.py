@@ -82,14 +82,92 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 /proc/cpuinfo flags of native bfloat16 math
+CPU_BF16_ENV = "DEPTHPRUNE_CPU_BF16"
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU feature flags the kernel reports, or None where there is no /proc/cpuinfo (macOS, Windows)."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return None
+    flags: set[str] = set()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):  # x86 / aarch64
+            flags.update(value.split())
+    return flags
+
+
+def cpu_native_bf16(flags: set[str] | None = None, torch_probe=None) -> tuple[bool, str]:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX), and why we think so.
+
+    Without native support PyTorch emulates bfloat16 by converting to float32, and a forward pass is
+    about 6x slower than in float32 (measured on an AVX2 CPU), so ``dtype: auto`` must not choose it.
+    ``flags`` (the CPU flags; default: read /proc/cpuinfo) and ``torch_probe`` (a callable returning
+    that answer from PyTorch's own CPU detection) are injectable for tests. Without them, the
+    environment variable ``DEPTHPRUNE_CPU_BF16=0|1`` overrides the detection (the test suite sets 0
+    so that it computes in float32 on every CPU kind).
+    """
+    if flags is None and torch_probe is None:
+        forced = os.environ.get(CPU_BF16_ENV, "").strip()
+        if forced in ("0", "1"):
+            return forced == "1", f"{CPU_BF16_ENV}={forced}"
+        if forced:
+            raise ValueError(f"environment variable {CPU_BF16_ENV}={forced!r}: expected 0 or 1")
+    if flags is None:
+        flags = cpu_flags()
+    if flags is not None:
+        found = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
+        if found:
+            return True, "CPU flags " + ", ".join(found)
+        if flags:
+            return False, "CPU flags lack " + " and ".join(NATIVE_BF16_FLAGS)
+    if torch_probe is None:
+        def torch_probe() -> bool:  # private helpers of torch.cpu (x86 only); absent elsewhere
+            probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+            return any(p() for p in probes if p is not None)
+    try:
+        native = bool(torch_probe())
+    except Exception:  # noqa: BLE001 - an unknown platform: take the safe choice
+        native = False
+    capability = torch.backends.cpu.get_cpu_capability()
+    return native, f"PyTorch CPU detection ({capability}): {'native' if native else 'no native'} bfloat16"
+
+
+_logged_decisions: set[tuple] = set()
+
+
+def resolve_dtype(dtype: str, device: torch.device, *, flags: set[str] | None = None, torch_probe=None) -> torch.dtype:
+    """The torch dtype for option ``dtype``; ``auto`` fits the machine.
+
+    auto: bfloat16 on CUDA (the paper's precision); on a CPU, bfloat16 only where it is native
+    (AVX512-BF16 or AMX), else float32. The decision is logged once per process.
+    """
     if dtype == "auto":
-        # float32 on CPU keeps masked = pruned = exported to 1e-5; bf16 is the paper's GPU setting.
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        device = torch.device(device)
+        if device.type == "cuda":
+            resolved, why = torch.bfloat16, "CUDA device"
+        elif device.type == "cpu":
+            native, why = cpu_native_bf16(flags, torch_probe)
+            resolved = torch.bfloat16 if native else torch.float32
+        else:
+            resolved, why = torch.float32, f"{device.type} device"
+        decision = (str(device), resolved, why)
+        if decision not in _logged_decisions:
+            _logged_decisions.add(decision)
+            log.info("dtype auto -> %s on %s (%s)", dtype_name(resolved), device, why)
+        return resolved
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     except KeyError:
         raise ValueError(f"dtype {dtype!r} (option dtype): expected auto, float32, bfloat16 or float16") from None
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """'float32' for torch.float32: how outputs and cache keys record a precision."""
+    return str(dtype).removeprefix("torch.")
 
 
 def default_name(spec: str) -> str:

@@ -272,6 +272,11 @@ class SearchAlgorithm:
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         raise NotImplementedError
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int | None:
+        """About how many sets the search will request (memo hits included), for the progress log's
+        ETA; None where it cannot be known in advance."""
+        return None
+
     def uses_prior(self, params: dict) -> bool:
         """Whether the search reads the single-layer prior; if so its search time includes the
         prior's cost (spec: one-shot's cost *is* the prior). Searches that do not override this

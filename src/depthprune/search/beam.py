@@ -16,6 +16,10 @@ class Beam(SearchAlgorithm):
     defaults = {"beam_width": 5}
     ranges = {"beam_width": POSITIVE}
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        # At most: the first step extends ∅; each later one extends beam_width sets (duplicates merge).
+        return n_allowed + sum(params["beam_width"] * (n_allowed - t) for t in range(1, budget))
+
     def uses_prior(self, params: dict) -> bool:
         return False  # its first step evaluates the single-layer sets itself (memo hits, charged as such)
 

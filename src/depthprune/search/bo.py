@@ -73,6 +73,9 @@ class BayesianOptimisation(SearchAlgorithm):
     def uses_prior(self, params: dict) -> bool:
         return bool(params["prior_guided"])
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        return int(params["n_trials"])
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["n_trials"] < 1:
             raise ValueError(f"search algorithm {self.name!r}: n_trials must be at least 1, got {params['n_trials']}")

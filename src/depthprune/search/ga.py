@@ -49,6 +49,9 @@ class GeneticAlgorithm(SearchAlgorithm):
     def uses_prior(self, params: dict) -> bool:
         return bool(params["prior_guided"])
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        return int(params["population"]) * (int(params["generations"]) + 1)
+
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         size = params["population"]
         n_elite = int(round(params["elitism"] * size))

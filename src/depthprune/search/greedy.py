@@ -18,6 +18,9 @@ class Greedy(SearchAlgorithm):
     name = "greedy"
     defaults: dict = {}
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        return sum(n_allowed - t for t in range(budget))
+
     def uses_prior(self, params: dict) -> bool:
         return False  # its first step evaluates the single-layer sets itself (memo hits, charged as such)
 

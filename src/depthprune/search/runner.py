@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+from depthprune.progress import Progress
 from depthprune.search import get_algorithm
 from depthprune.search.base import (
     SearchProblem,
@@ -51,6 +52,7 @@ class SearchResult:
     trace: list[TraceEntry] = field(repr=False)
     prior_seconds: float = 0.0  # the prior's cost included in search_seconds (0 if it reads no prior)
     diagnostics: dict[str, Any] = field(default_factory=dict)  # SearchProblem.diagnostics
+    dtype: str | None = None  # the model's resolved precision (None for evaluators without a model)
 
 
 def run_search(
@@ -86,9 +88,18 @@ def run_search(
         workdir=Path(workdir),
     )
     seed_everything(seed)
+    # Progress of the requests the search makes, logged by the evaluator as sets are answered.
+    previous_progress = getattr(evaluator, "progress", None)
+    if hasattr(evaluator, "progress"):
+        expected = search.expected_requests(len(problem.allowed), budget, hyperparameters)
+        evaluator.progress = Progress(f"search {algorithm} M={budget}", total=expected, unit="set requests")
     log.info("search %s: M=%d, N=%d, protected=%s, params=%s", algorithm, budget, problem.n_layers, sorted(protected), hyperparameters)
     start = time.perf_counter()
-    removed = normalise_set(search.run(problem, hyperparameters))
+    try:
+        removed = normalise_set(search.run(problem, hyperparameters))
+    finally:
+        if hasattr(evaluator, "progress"):
+            evaluator.progress = previous_progress
     if len(removed) != budget or not protected.isdisjoint(removed):
         raise RuntimeError(f"search {algorithm} returned an invalid set {removed} for M={budget}")
     # The chosen set's loss: normally already in the trace; one-shot evaluates it here.
@@ -114,6 +125,7 @@ def run_search(
         trace=list(tracer.entries),
         prior_seconds=charged_prior,
         diagnostics=dict(problem.diagnostics),
+        dtype=evaluator.describe().get("dtype") if hasattr(evaluator, "describe") else None,
     )
 
 
@@ -136,6 +148,7 @@ def selection_document(result: SearchResult, model: str, calibration: str) -> di
         "search_seconds": result.search_seconds,
         "prior_seconds": result.prior_seconds,
         "seed": result.seed,
+        "dtype": result.dtype,
         "hyperparameters": result.hyperparameters,
         "diagnostics": result.diagnostics,
         "versions": package_versions(),

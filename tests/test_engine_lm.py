@@ -1,0 +1,52 @@
+"""The lm-eval model class: the same log-likelihoods and metrics as lm-eval's HFLM, through the engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from depthprune.evaluation import harness
+
+TASKS = ["hellaswag", "winogrande", "lambada_openai"]  # shared contexts, shared continuations, single requests
+
+
+@pytest.fixture(scope="module")
+def pruned(tiny_model_dir):
+    from depthprune.models import load_model, remove_blocks
+
+    loaded = load_model(str(tiny_model_dir), dtype="float32", device="cpu")
+    remove_blocks(loaded.model, (2, 5))
+    return loaded
+
+
+def test_engine_matches_hflm_per_request_and_per_metric(pruned, data_dir):
+    from lm_eval.api.instance import Instance
+
+    from depthprune.evaluation.engine_lm import DepthpruneLM
+
+    hflm = harness.make_lm(pruned.model, pruned.tokenizer, 8, engine="hflm")
+    engine = harness.make_lm(pruned.model, pruned.tokenizer, 8, engine="depthprune")
+    assert isinstance(engine, DepthpruneLM)
+    with harness.hub_offline(), harness.task_manager(data_dir, TASKS) as manager:
+        for task in TASKS:
+            ours = harness.run_task(engine, manager, task, limit=6, bootstrap_iters=0)
+            theirs = harness.run_task(hflm, manager, task, limit=6, bootstrap_iters=0)
+            assert [m.metric for m in ours.metrics] == [m.metric for m in theirs.metrics], task
+            for a, b in zip(ours.metrics, theirs.metrics):  # accuracies equal; perplexity to float error
+                assert a.value == b.value if a.metric != "perplexity" else a.value == pytest.approx(b.value, rel=1e-5)
+    requests = [
+        Instance("loglikelihood", {}, ("The cat sat on", " the mat"), 0),
+        Instance("loglikelihood", {}, ("The cat sat on", " a hat today"), 1),
+        Instance("loglikelihood", {}, ("A different context", " entirely"), 2),
+    ]
+    for (a, greedy_a), (b, greedy_b) in zip(engine.loglikelihood(requests), hflm.loglikelihood(requests)):
+        assert abs(a - b) <= 1e-4 and greedy_a == greedy_b
+    rolling = [Instance("loglikelihood_rolling", {}, ("Some text to score as a whole document. " * 20,), 0)]
+    assert abs(engine.loglikelihood_rolling(rolling)[0] - hflm.loglikelihood_rolling(rolling)[0]) <= 1e-3
+
+
+def test_registered_for_the_lm_eval_command_line():
+    from lm_eval.api.registry import get_model
+
+    import depthprune.evaluation.engine_lm as engine_lm
+
+    assert get_model("depthprune") is engine_lm.DepthpruneLM
