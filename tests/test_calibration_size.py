@@ -133,10 +133,10 @@ def _dry_run_jobs(configfile):
 def test_calibration_size_preset_dry_run():
     jobs = _dry_run_jobs("config/calibration_size.yaml")
     searches = [w for rule, w in jobs if rule == "search"]
-    labels = {w["calibration"] for w in searches}
-    # (4 TLM sizes + 3 perplexity sizes) x 3 seeds, one-shot and greedy at M = 7
-    assert len(labels) == 21 and len(searches) == 42
-    assert {"tlm_cs170k-n8-s0", "tlm_cs170k-n64-s2", "ppl_c4-8x64-s1", "ppl_c4-64x128-s2"} <= labels
+    runs = {(w["calibration"], w["seed"]) for w in searches}
+    # (4 TLM sizes + 3 perplexity sizes) x 3 seeds (seed<k>/ folders), one-shot and greedy at M = 7
+    assert len(runs) == 21 and len(searches) == 42
+    assert {("tlm_cs170k-n8", "0"), ("tlm_cs170k-n64", "2"), ("ppl_c4-8x64", "1"), ("ppl_c4-64x128", "2")} <= runs
     assert {w["algorithm"] for w in searches} == {"one_shot", "greedy"} and {w["budget"] for w in searches} == {"7"}
     rules = [rule for rule, _ in jobs]
     assert rules.count("prior") == 21 and rules.count("calibration_size") == 1 and rules.count("evaluate_dense") == 1
@@ -148,7 +148,8 @@ def test_extended_preset_dry_run():
     budgets = {}
     for w in searches:
         budgets.setdefault(w["model"], set()).add(int(w["budget"]))
-    assert budgets == {"smollm2-135m": {7, 8}, "gemma3-270m": {4, 5}}
-    assert {w["calibration"] for w in searches} == {f"{c}-s{s}" for c in ("ppl_c4", "tlm_cs170k", "ppl_cs170k") for s in (0, 1, 2)}
-    assert len(searches) == 2 * 3 * 3 * 2 * 7  # models x calibrations x seeds x budgets x algorithms
+    assert budgets == {"smollm2-135m": {7, 9}, "gemma3-270m": {4, 5}}
+    runs = {(w["calibration"], w["seed"]) for w in searches}
+    assert runs == {(c, str(s)) for c in ("ppl_c4", "tlm_cs170k", "ppl_cs170k") for s in (0, 1, 2)}
+    assert len(searches) == 2 * 3 * 3 * 2 * 9  # models x calibrations x seeds x budgets x algorithms
     assert [rule for rule, _ in jobs].count("calibration_size") == 0

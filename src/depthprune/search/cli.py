@@ -103,7 +103,7 @@ def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
     dtype = resolve_dtype(args.dtype, resolve_device(args.device))
     return {
         "model_fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
-        "calibration": args.calibration,
+        "calibration": calibration_label(args),
         "n_samples": args.n_samples,
         "seq_len": args.seq_len,
         "seed": args.seed,
