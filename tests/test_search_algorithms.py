@@ -126,7 +126,6 @@ def test_unknown_or_mistyped_parameter_names_the_valid_ones():
         "n_startup_trials": 10,
         "prior_guided": True,
         "prior_key": 0.75,
-        "max_asks": 2000,
         "multivariate": True,
         "n_ei_candidates": 24,
     }

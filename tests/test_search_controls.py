@@ -24,23 +24,31 @@ def test_bo_spends_its_budget_on_distinct_sets(name, tmp_path):
     ev = random_objective(16, seed=2, interaction=0.05)
     result = search(ev, name, 5, tmp_path, n_trials=40)
     d = result.diagnostics
-    assert result.distinct_evaluations == d["distinct"] == 40
+    assert result.distinct_evaluations == d["distinct"] == d["trials"] == 40
     assert d["stopped"] == "n_trials reached"
-    # every ask is in the trace; repeats are memo hits and cost the evaluator nothing
-    assert len(result.trace) == d["asks"] == 40 + d["repeats"]
-    assert result.memo_hits == d["repeats"]
+    # every trial evaluates a new set: no repeats in the trace, none charged to the evaluator
+    assert len(result.trace) == 40 and result.memo_hits == 0
+    assert len({e.removed for e in result.trace}) == 40
     assert ev.stats.distinct_evaluations == 40 and ev.stats.memo_hits == 0
-    assert selection_document(result, "m", "ppl_c4")["diagnostics"]["repeats"] == d["repeats"]
+    assert selection_document(result, "m", "ppl_c4")["diagnostics"]["repaired"] == d["repaired"]
 
 
-def test_bo_stops_at_the_ask_cap_and_says_so(tmp_path):
-    ev = random_objective(6, seed=0)  # C(6, 3) = 20 sets: TPE soon proposes sets it has seen
-    capped = search(ev, "bo", 3, tmp_path / "capped", n_trials=19, max_asks=25)
-    d = capped.diagnostics
-    assert d["asks"] <= 25 and capped.distinct_evaluations == d["asks"] - d["repeats"]
-    assert d["stopped"] == ("n_trials reached" if capped.distinct_evaluations == 19 else "max_asks reached")
-    with pytest.raises(ValueError, match="max_asks"):
-        search(ev, "bo", 3, tmp_path / "bad", n_trials=20, max_asks=10)
+def test_repair_takes_the_cheapest_unseen_swap():
+    from depthprune.search.bo import decode_keys, repair_keys
+
+    keys = np.array([0.9, 0.8, 0.1, 0.7, 0.2])  # decodes to layers {0, 1, 3}
+    allowed = (0, 1, 2, 3, 4)
+    assert decode_keys(keys, allowed, 3) == (0, 1, 3)
+    seen = {(0, 1, 3)}
+    # swaps by k_out - k_in: 3 -> 4 costs 0.5, the cheapest
+    assert repair_keys(keys, allowed, 3, lambda s: s if s in seen else None, (0, 1)) == (0, 1, 4)
+    seen |= {(0, 1, 4), (0, 1, 2)}
+    # next: 1 -> 4 (0.6)
+    assert repair_keys(keys, allowed, 3, lambda s: s if s in seen else None, (0, 1)) == (0, 3, 4)
+    # every single swap known: a seeded random unseen set, the same for the same seed
+    every = {tuple(sorted(c)) for c in itertools.combinations(allowed, 3)} - {(2, 3, 4)}
+    known = lambda s: s if s in every else None  # noqa: E731
+    assert repair_keys(keys, allowed, 3, known, (0, 1)) == (2, 3, 4)
 
 
 def test_bo_with_a_budget_covering_the_space_evaluates_all_of_it(tmp_path):

@@ -280,7 +280,7 @@ def test_adding_an_algorithm_runs_only_its_jobs(finished):
 
 
 def test_adding_a_model_runs_only_its_jobs(finished):
-    models = "models={tiny: {spec: 'tiny:llama-8', dtype: float32}, tiny4: {spec: 'tiny:llama-4'}}"
+    models = "models={tiny: {spec: 'tiny:llama-8', dtype: auto}, tiny4: {spec: 'tiny:llama-4'}}"
     jobs = planned_jobs(finished.run("-n", config=(models,)).stdout)
     assert {w["model"] for _, w in jobs if "model" in w} == {"tiny4"}
     assert Counter(rule for rule, _ in jobs)["search"] == 24

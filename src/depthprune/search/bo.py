@@ -9,17 +9,22 @@ pulled the "good" density onto the bounds, so TPE kept proposing the prior's set
 measured distinct counts are in docs/method.md §4.5). ``prior_guided: false`` (the ``bo_random``
 control) enqueues nothing.
 
-Budget = distinct sets (docs/method.md §4.5): ``n_trials`` counts distinct subsets evaluated. When
-TPE proposes a set this search already evaluated, the trial is told the stored loss (so TPE's
-model stays consistent), flagged as a repeat, not counted, and TPE is asked again. At most
-``max_asks`` trials are asked in all; if that cap stops the search first, the log and
-``selection.json`` (``diagnostics``) say so, with the number of repeats. When ``n_trials`` is at
-least the number of M-subsets, every subset is evaluated directly (the search is exhaustive).
+Budget = distinct sets (docs/method.md §4.5): ``n_trials`` counts distinct subsets evaluated, and
+every trial evaluates one subset this search has not evaluated before. TPE, even with repeats told
+as PRUNED trials and asked again, keeps returning to the sets it likes: measured on a synthetic
+12-layer objective (M = 5, 40 trials), prior-guided BO needed 448 asks for 40 distinct sets and
+``bo_random`` stopped at 2000 asks with 34. So a proposal whose decoded set was already evaluated
+is *repaired* (Baldwinian repair, as in random-key genetic algorithms): the trial keeps TPE's keys
+and evaluates the nearest unevaluated set in key order instead, i.e. the single swap (a removed
+layer out, a kept layer in) that lowers the keys' ranking least; if every single swap is known, a
+seeded random unevaluated set. The trial is told that set's loss, and its "evaluation" attribute
+records both sets. ``selection.json`` (``diagnostics``) gives the number of repaired trials. When
+``n_trials`` is at least the number of M-subsets, every subset is evaluated directly.
 
 Resumable: the study lives in SQLite under the problem's workdir. ``n_trials`` is the total, so a
 run killed at any point and started again finishes the remaining trials only. To end with the same
 result as an uninterrupted run, the sampler's randomness must not depend on the process: every trial
-gets a fresh TPE sampler seeded from (seed, number of completed trials, repeats included), so the
+gets a fresh TPE sampler seeded from (seed, number of completed trials), so the
 k-th trial is a function of the seed and the k − 1 completed trials only. A trial the kill interrupted is marked
 failed (TPE ignores failed trials) and its draw is simply repeated. Each completed trial stores its
 subset, accuracy, seconds, blocks run and compute seconds in a user attribute ("evaluation"); a
@@ -48,12 +53,12 @@ from optuna.samplers import BaseSampler, TPESampler
 from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
-from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, normalise_set
+from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, normalise_set
 
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "bo_study.sqlite3"
-# Finished trials: distinct sets are COMPLETE, repeats PRUNED (see BayesianOptimisation.run).
+# Finished trials (PRUNED only in studies written before repaired proposals; none are written now).
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
@@ -64,11 +69,16 @@ class BayesianOptimisation(SearchAlgorithm):
         "n_startup_trials": 10,
         "prior_guided": True,
         "prior_key": 0.75,
-        "max_asks": 2000,
         "multivariate": True,
         "n_ei_candidates": 24,
     }
-    ranges = {"n_trials": POSITIVE, "n_startup_trials": POSITIVE, "n_ei_candidates": POSITIVE}
+    ranges = {
+        "n_trials": POSITIVE,
+        "n_startup_trials": POSITIVE,
+        "n_ei_candidates": POSITIVE,
+        # keys of the prior's set: removed layers at prior_key, kept ones at 1 - prior_key (docs/method.md §4.5)
+        "prior_key": Range(minimum=0.5, maximum=1, exclusive_minimum=True),
+    }
 
     def uses_prior(self, params: dict) -> bool:
         return bool(params["prior_guided"])
@@ -81,10 +91,6 @@ class BayesianOptimisation(SearchAlgorithm):
             raise ValueError(f"search algorithm {self.name!r}: n_trials must be at least 1, got {params['n_trials']}")
         if not 0.5 < params["prior_key"] <= 1.0:
             raise ValueError(f"search algorithm {self.name!r}: prior_key must be in (0.5, 1], got {params['prior_key']}")
-        if params["max_asks"] < params["n_trials"]:
-            raise ValueError(
-                f"search algorithm {self.name!r}: max_asks ({params['max_asks']}) must be at least n_trials ({params['n_trials']})"
-            )
         process_start = time.perf_counter()
         allowed = problem.allowed
         names = [f"k{i:03d}" for i in allowed]
@@ -97,19 +103,19 @@ class BayesianOptimisation(SearchAlgorithm):
             # Compute spent by earlier (killed) processes on this study; the downtime is not in it.
             earlier_seconds = float(study.user_attrs.get("compute_seconds", 0.0))
             problem.evaluator.resumed_seconds = earlier_seconds
-            asks = len(done)
-            repeats = sum(bool(t.user_attrs["evaluation"].get("repeat")) for t in done)
-            distinct = asks - repeats
+            distinct = len(done)
+            repaired = sum(bool(t.user_attrs["evaluation"].get("repaired_from")) for t in done)
             # A space smaller than n_trials cannot give n_trials distinct sets.
-            target = min(params["n_trials"], math.comb(len(allowed), problem.budget))
+            space = math.comb(len(allowed), problem.budget)
+            target = min(params["n_trials"], space)
             if done:
-                log.info("%s: resuming study with %d of %d distinct sets done (%d asks)", self.name, distinct, target, asks)
-            if target == math.comb(len(allowed), problem.budget) and not done:
+                log.info("%s: resuming study with %d of %d distinct sets done", self.name, distinct, target)
+            if target == space and not done:
                 # n_trials covers the whole space: evaluate it (one batch) instead of waiting for
                 # TPE to stumble on the last unseen sets.
                 subsets = [normalise_set(c) for c in itertools.combinations(allowed, problem.budget)]
                 problem.evaluator.evaluate(subsets)
-                problem.diagnostics.update({"asks": 0, "repeats": 0, "distinct": len(subsets), "stopped": "every subset evaluated"})
+                problem.diagnostics.update({"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"})
                 return normalise_set(problem.evaluator.best(size=problem.budget).removed)
 
             waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
@@ -120,55 +126,36 @@ class BayesianOptimisation(SearchAlgorithm):
 
             progress = tqdm(total=target, initial=distinct, desc=f"{self.name} distinct sets", leave=False,
                             disable=None if target - distinct > 1 else True)
-            while distinct < target and asks < params["max_asks"]:
+            while distinct < target:
                 start = time.perf_counter()
                 trial = study.ask()
                 keys = np.array([trial.suggest_float(name, 0.0, 1.0) for name in names])
-                removed = decode_keys(keys, allowed, problem.budget)
-                known = problem.evaluator.lookup(removed)
-                if known is not None:
-                    # A repeat: it gets the stored value (reported as the trial's intermediate value)
-                    # and is closed as PRUNED, not COMPLETE. Told as a COMPLETE duplicate, every
-                    # repeat of the best set added weight to TPE's "good" density at that very point
-                    # and TPE collapsed onto it (measured: 12 distinct sets in 2000 asks on a
-                    # 20-set space); TPE ranks pruned trials below completed ones, which pushes the
-                    # next proposals away from sets already known. Not counted; the trace flags it.
-                    trial.set_user_attr("evaluation", {"removed": list(removed), "accuracy": known.accuracy,
-                                                       "repeat": True, "loss": known.loss})
-                    problem.evaluator.replay(removed, known.loss, known.accuracy, seconds=0.0, blocks_run=0)
-                    if math.isfinite(known.loss):
-                        trial.report(known.loss, step=0)
-                    study.tell(trial, state=TrialState.PRUNED)
-                    repeats += 1
-                    asks += 1
-                    study.set_user_attr("compute_seconds", earlier_seconds + time.perf_counter() - process_start)
-                    continue
-                else:
-                    blocks_before = problem.evaluator.blocks_run
-                    record = problem.evaluator.evaluate([removed])[0]
-                    evaluation = {
-                        "removed": list(removed),
-                        "accuracy": record.accuracy,
-                        "seconds": record.seconds,
-                        "blocks_run": problem.evaluator.blocks_run - blocks_before,
-                        "compute_seconds": time.perf_counter() - start,
-                    }
-                    trial.set_user_attr("evaluation", evaluation)  # one write: SQLite commits are the cost
-                    loss = record.loss
-                    distinct += 1
-                    progress.update(1)
-                asks += 1
+                proposed = decode_keys(keys, allowed, problem.budget)
+                removed = proposed
+                if problem.evaluator.lookup(proposed) is not None:
+                    seed = (problem.seed, trial.number)  # a resumed study repairs the same way
+                    removed = repair_keys(keys, allowed, problem.budget, problem.evaluator.lookup, seed)
+                    repaired += 1
+                blocks_before = problem.evaluator.blocks_run
+                record = problem.evaluator.evaluate([removed])[0]
+                evaluation = {
+                    "removed": list(removed),
+                    "repaired_from": list(proposed) if removed != proposed else None,
+                    "accuracy": record.accuracy,
+                    "seconds": record.seconds,
+                    "blocks_run": problem.evaluator.blocks_run - blocks_before,
+                    "compute_seconds": time.perf_counter() - start,
+                }
+                trial.set_user_attr("evaluation", evaluation)  # one write: SQLite commits are the cost
+                distinct += 1
+                progress.update(1)
                 # Optuna rejects NaN (a diverged pruned model); infinity ranks it last all the same.
-                study.tell(trial, loss if math.isfinite(loss) else math.inf)
+                study.tell(trial, record.loss if math.isfinite(record.loss) else math.inf)
                 study.set_user_attr("compute_seconds", earlier_seconds + time.perf_counter() - process_start)
             progress.close()
-        stopped = "n_trials reached" if distinct >= params["n_trials"] else (
-            "every subset evaluated" if distinct >= target else "max_asks reached")
-        if stopped == "max_asks reached":
-            log.warning("%s: stopped at max_asks=%d asks with %d of %d distinct sets (%d repeats)",
-                        self.name, asks, distinct, params["n_trials"], repeats)
-        log.info("%s: %d distinct sets in %d asks (%d repeats; %s)", self.name, distinct, asks, repeats, stopped)
-        problem.diagnostics.update({"asks": asks, "repeats": repeats, "distinct": distinct, "stopped": stopped})
+        stopped = "n_trials reached" if distinct >= params["n_trials"] else "every subset evaluated"
+        log.info("%s: %d distinct sets in %d trials (%d repaired proposals; %s)", self.name, distinct, distinct, repaired, stopped)
+        problem.diagnostics.update({"trials": distinct, "repaired": repaired, "distinct": distinct, "stopped": stopped})
         best = problem.evaluator.best(size=problem.budget)
         return normalise_set(best.removed)
 
@@ -177,6 +164,32 @@ def decode_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int) -> tupl
     """Random-key decoding: the layers with the M largest keys; ties go to the lower index."""
     order = np.lexsort((np.asarray(allowed), -np.asarray(keys)))
     return normalise_set(np.asarray(allowed)[order[:budget]])
+
+
+def repair_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int, known, seed) -> tuple[int, ...]:
+    """The unevaluated set nearest to the keys' decoded set (``known(set)`` is None for unevaluated).
+
+    Single swaps are tried in order of the key ranking they give up, k_out − k_in (smallest first;
+    ties by layer index); if all are known, a seeded uniformly random unevaluated set. The caller
+    guarantees that an unevaluated set exists (fewer distinct sets than the space holds).
+    """
+    by_layer = dict(zip(allowed, (float(k) for k in keys)))
+    current = set(decode_keys(keys, allowed, budget))
+    swaps = sorted(
+        (by_layer[out] - by_layer[into], out, into)
+        for out in current
+        for into in allowed
+        if into not in current
+    )
+    for _, out, into in swaps:
+        candidate = normalise_set((current - {out}) | {into})
+        if known(candidate) is None:
+            return candidate
+    rng = np.random.default_rng([int(part) for part in seed])
+    while True:
+        candidate = normalise_set(rng.choice(np.asarray(allowed), size=budget, replace=False))
+        if known(candidate) is None:
+            return candidate
 
 
 class RandomInitBayesianOptimisation(BayesianOptimisation):
@@ -208,7 +221,7 @@ class TrialSeededTPESampler(BaseSampler):
             return TPESampler(seed=trial_seed, constant_liar=False, **self._tpe_kwargs)
 
     def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        n_completed = len(study.get_trials(deepcopy=False, states=_DONE))  # repeats (PRUNED) included
+        n_completed = len(study.get_trials(deepcopy=False, states=_DONE))
         self._current = self._make(n_completed)
         self._current.before_trial(study, trial)
 
@@ -299,7 +312,7 @@ def _replay(problem: SearchProblem, trial: optuna.trial.FrozenTrial) -> None:
         removed=evaluation["removed"],
         loss=trial.value,
         accuracy=evaluation["accuracy"],
-        seconds=evaluation.get("seconds", 0.0),  # repeats cost nothing
+        seconds=evaluation.get("seconds", 0.0),
         blocks_run=evaluation.get("blocks_run", 0),
     )
 

@@ -54,6 +54,7 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
         "sa_restarts": POSITIVE,
         "sa_steps": POSITIVE,
         "sa_final_temperature_ratio": Range(0, 1, exclusive_minimum=True),
+        "diagnostic_sets": Range(minimum=0),  # 0 turns the energy-loss diagnostic off
     }
     choices = {"coefficients": ("gradient", "ablation")}
 

@@ -16,7 +16,7 @@ import math
 
 from tqdm.auto import tqdm
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, normalise_set, record_key
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 class Exhaustive(SearchAlgorithm):
     name = "exhaustive"
     defaults = {"max_sets": 10_000, "batch_size": 256}
+    ranges = {"max_sets": POSITIVE, "batch_size": POSITIVE}
 
     def uses_prior(self, params: dict) -> bool:
         return False
