@@ -191,3 +191,23 @@ def test_observations_with_intervals_on_synthetic_documents():
     assert rho["ci_low"].notna().all()
     assert set(rho["verdict"]) <= {HOLDS, FAILS, UNSURE}
     assert obs.verdicts["5.1"] == HOLDS
+
+
+def test_lambada_perplexity_is_resampled_from_per_document_logliks():
+    """LAMBADA comes from lm-eval: each document's "perplexity" value is its log-likelihood and the
+    corpus perplexity is exp(-mean); its replicates must be finite and centred on that value."""
+    samples = samples_for({("m", "ppl_c4", 2, "greedy"): np.ones(10)})
+    lambada = samples["benchmark"] == "lambada_openai"
+    loglik = -np.linspace(1.0, 4.0, 10)
+    rows = samples[lambada & (samples["metric"] == "nll_sum")].copy()
+    rows["metric"], rows["value"], rows["unit"] = "perplexity", loglik[: len(rows)], np.arange(len(rows))
+    rows = pd.concat([rows] * 3, ignore_index=True).iloc[:10]
+    rows["unit"], rows["value"] = np.arange(10), loglik
+    samples = pd.concat([samples[~lambada], rows], ignore_index=True)
+    reps = document_replicates(samples, n_resamples=2000, seed=0)
+    assert np.isfinite(reps.avg_perplexity).all()
+    # the other two corpora are exp(2) per window; LAMBADA's replicates lie in [exp(1), exp(4)]
+    expected = (2 * math.exp(2.0) + math.exp(-loglik.mean())) / 3
+    assert np.median(reps.avg_perplexity) == pytest.approx(expected, rel=0.05)
+    lo, hi = interval(reps.avg_perplexity[:, 0])
+    assert lo < expected < hi

@@ -80,7 +80,14 @@ def document_replicates(
     for benchmark, group in head.groupby("benchmark", sort=True):
         runs = [run_index[tuple(r)] for r in group[KEY].itertuples(index=False)]
         group = group.assign(_run=runs)
-        if f"ppl_{benchmark}" in PERPLEXITY_COLUMNS:
+        if f"ppl_{benchmark}" in PERPLEXITY_COLUMNS and not (group["metric"] == "nll_sum").any():
+            # LAMBADA through lm-eval: each document's "perplexity" value is its continuation's
+            # log-likelihood, and lm-eval's perplexity is exp(-mean) of those (docs/method.md §7).
+            loglik = group.pivot(index="_run", columns="unit", values="value")
+            w = _weights(loglik.shape[1], n_resamples, seed, benchmark)
+            values = np.exp(-(loglik.to_numpy() @ w.T) / loglik.shape[1])
+            index = loglik.index
+        elif f"ppl_{benchmark}" in PERPLEXITY_COLUMNS:
             nll = group[group["metric"] == "nll_sum"].pivot(index="_run", columns="unit", values="value")
             tok = group[group["metric"] == "n_tokens"].pivot(index="_run", columns="unit", values="value")
             w = _weights(nll.shape[1], n_resamples, seed, benchmark)
