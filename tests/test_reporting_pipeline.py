@@ -406,7 +406,9 @@ def test_observations(rendered):
     md = (rendered / "figures" / "tables" / "observations.md").read_text()
     assert "negative ρ means lower perplexity goes with higher accuracy" in md
     assert "## §5.2" in md and "Verdict: **holds**" in md
-    assert text.split("## §5.1")[1] == md.split("## §5.1")[1]
+    body, controls = md.split("## §5.1")[1].split("\n## Random-initialisation controls")
+    assert text.split("## §5.1")[1] == body
+    assert "Convergence is not a prior artefact" in controls
     comparison = pd.read_csv(rendered / "figures" / "tables" / "paper_comparison.csv")
     assert {"paper_value", "value", "ci_low", "ci_high", "verdict"} <= set(comparison.columns)
     assert (rendered / "figures" / "tables" / "paper_comparison.md").exists()

@@ -211,3 +211,11 @@ def test_lambada_perplexity_is_resampled_from_per_document_logliks():
     assert np.median(reps.avg_perplexity) == pytest.approx(expected, rel=0.05)
     lo, hi = interval(reps.avg_perplexity[:, 0])
     assert lo < expected < hi
+
+
+def test_paper_claims_leave_out_the_controls():
+    """Tables 5-6, Jaccard, rho, variance and the observations use the paper's seven algorithms only."""
+    from depthprune.reporting.render import paper_only
+
+    frame = pd.DataFrame({"algorithm": ["dense", "one_shot", "bo", "ga_random", "bo_random", "exhaustive"]})
+    assert paper_only(frame)["algorithm"].tolist() == ["dense", "one_shot", "bo"]
