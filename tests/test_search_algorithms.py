@@ -244,7 +244,7 @@ def test_annealing_reaches_the_exact_minimum():
 
 
 def test_search_time_includes_the_prior_for_searches_that_read_it(tmp_path):
-    """One-shot's cost is the prior (spec §4); greedy pays the single-layer sets it evaluates itself."""
+    """One-shot's cost is the prior (docs/method.md §4); greedy pays the single-layer sets it evaluates itself."""
     prior_seconds = 100.0
     charged = {}
     for name in ("one_shot", "fast_block_select", "greedy"):

@@ -32,7 +32,7 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
     group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
-    group.add_argument("--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (spec §2)")
+    group.add_argument("--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (docs/method.md §2)")
     group.add_argument("--tlm-context", default="shared", choices=["shared", "separate"],
                        help="TLM items: the context once, candidates as branches of one tree-masked row "
                             "(shared; same losses, less compute) or one sequence per candidate (separate)")

@@ -1,4 +1,4 @@
-"""The subset evaluator: L(S) for any removed set S, as cheaply as exactness allows (spec §5).
+"""The subset evaluator: L(S) for any removed set S, as cheaply as exactness allows (docs/method.md §5).
 
 Three mechanisms, all exact (the same block calls on the same tensors as the plain forward pass):
 

@@ -1,4 +1,4 @@
-"""The single-layer ablation prior s_i = L({i}) (spec §3) and ``depthprune prior``."""
+"""The single-layer ablation prior s_i = L({i}) (docs/method.md §3) and ``depthprune prior``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Calibration data and objectives (spec §2)."""
+"""Calibration data and objectives (docs/method.md §2)."""
 
 from depthprune.calibration.specs import CALIBRATIONS, CalibrationSpec, calibration_spec
 

@@ -1,6 +1,6 @@
 """Calibration objectives as token-level linear functionals of next-token log-probabilities.
 
-Both objectives of spec §2 are linear in the log-probabilities of chosen target tokens:
+Both objectives of docs/method.md §2 are linear in the log-probabilities of chosen target tokens:
 - perplexity: L = −(1/T) Σ_t log p_t over all real tokens;
 - task likelihood margin: L = (1/n) Σ_items Σ_{k≠y} (ℓ_k − ℓ_y) with ℓ_k the mean log-probability of
   candidate k's continuation, i.e. L = Σ_t c_t log p_t with c_t = w_{seq(t)} / len(seq(t)).
@@ -328,7 +328,7 @@ def load_calibration_samples(
     c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
 ) -> CalibrationSamples:
-    """Read, sample and validate the calibration data of ``calibration`` (spec §2); no tokenizer needed."""
+    """Read, sample and validate the calibration data of ``calibration`` (docs/method.md §2); no tokenizer needed."""
     spec = calibration_spec(calibration)
     if spec.source == "c4":
         docs = calib_data.load_c4_documents(data_dir, c4_dataset)
@@ -376,7 +376,7 @@ def build_objective(
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
     samples: CalibrationSamples | None = None,
 ) -> Objective:
-    """The calibration objective ``calibration`` on ``n_samples`` seeded samples (spec §2).
+    """The calibration objective ``calibration`` on ``n_samples`` seeded samples (docs/method.md §2).
 
     ``samples``: data already read by :func:`load_calibration_samples` (the CLI reads it before
     loading the model); otherwise it is read here.

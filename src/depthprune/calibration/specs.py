@@ -1,4 +1,4 @@
-"""The calibration configurations of spec §2 (a light module: no torch)."""
+"""The calibration configurations of docs/method.md §2 (a light module: no torch)."""
 
 from __future__ import annotations
 

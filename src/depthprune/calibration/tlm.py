@@ -64,7 +64,7 @@ def parse_item(row: dict, where: str = "item") -> TLMItem:
 
 
 def text_requests(item: TLMItem) -> list[tuple[str, str]]:
-    """(context, continuation) per candidate for ``tlm.format: text`` (spec §2)."""
+    """(context, continuation) per candidate for ``tlm.format: text`` (docs/method.md §2)."""
     if item.blank:
         # Partial scoring as lm-eval's winogrande: option filled into the blank is context, the rest
         # of the sentence is the (shared) scored continuation.

@@ -1,4 +1,4 @@
-"""Evaluation of (pruned) models: perplexity and lm-eval zero-shot accuracy (spec §6).
+"""Evaluation of (pruned) models: perplexity and lm-eval zero-shot accuracy (docs/method.md §6).
 
 ``benchmarks`` (the nine benchmarks, ``EvalSettings``), ``perplexity`` (WikiText-2, C4), ``harness``
 (lm-evaluation-harness glue, offline task YAMLs in ``tasks/``), ``cache`` (content-addressed

@@ -1,4 +1,4 @@
-"""The nine evaluation benchmarks (spec §6) and the settings that change their numbers.
+"""The nine evaluation benchmarks (docs/method.md §6) and the settings that change their numbers.
 
 Three are perplexities (WikiText-2 and C4 computed in this package, LAMBADA through lm-eval), six are
 zero-shot multiple-choice accuracies through lm-evaluation-harness. ``EvalSettings`` holds every
@@ -32,7 +32,7 @@ METRICS = {
 
 def default_headline(benchmark: str) -> str:
     """The metric tables and figures use: perplexity for the three perplexity benchmarks,
-    acc_norm where the task has it and acc otherwise (spec §6, a configurable choice)."""
+    acc_norm where the task has it and acc otherwise (docs/method.md §6, a configurable choice)."""
     metrics = METRICS[benchmark]
     if "perplexity" in metrics:
         return "perplexity"

@@ -1,4 +1,4 @@
-"""Language-model perplexity on WikiText-2 (raw, test) and C4 (en, validation) (spec §6).
+"""Language-model perplexity on WikiText-2 (raw, test) and C4 (en, validation) (docs/method.md §6).
 
 Protocol (the GPTQ/SparseGPT/SLEB one, so figures compare with the depth-pruning literature):
 the corpus rows are joined by ``"\\n\\n"`` into one text, tokenised once with the model's tokenizer

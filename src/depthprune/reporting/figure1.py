@@ -1,6 +1,6 @@
 """Figure 1: which layers each algorithm removed.
 
-One panel per (calibration, model, M): rows are the seven algorithms (spec order), columns the layers
+One panel per (calibration, model, M): rows are the seven algorithms (the order of docs/method.md), columns the layers
 (0-based), a filled cell is a removed layer, in the calibration's colour; with several seeds the
 shade is the fraction of seeds that removed it. Panels are stacked by
 calibration, then M (as the paper's (a)/(b) blocks with M = 7 above M = 9); models side by side.

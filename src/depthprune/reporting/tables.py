@@ -1,7 +1,7 @@
-"""Tables 1-6 of the paper, built from the aggregate summary and selections (spec §7).
+"""Tables 1-6 of the paper, built from the aggregate summary and selections (docs/method.md §7).
 
-Rows are blocks of (model, M, calibration) in the spec's order, algorithms inside a block in the
-spec's order; the dense model (when evaluated) heads each model as an unbolded reference row.
+Rows are blocks of (model, M, calibration) in the order of docs/method.md, algorithms inside a block in its
+order; the dense model (when evaluated) heads each model as an unbolded reference row.
 """
 
 from __future__ import annotations

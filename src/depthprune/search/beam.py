@@ -1,4 +1,4 @@
-"""Beam search (spec §4.3): greedy growth that keeps the B best sets of each size.
+"""Beam search (docs/method.md §4.3): greedy growth that keeps the B best sets of each size.
 
 Each step extends every beam by one allowed layer, deduplicates the candidates as sets, evaluates
 them in one batch and keeps the B lowest losses (ties broken by the sorted set). With B = 1 this is

@@ -1,4 +1,4 @@
-"""Prior-guided Bayesian optimisation with Optuna's TPE sampler (spec §4.5).
+"""Prior-guided Bayesian optimisation with Optuna's TPE sampler (docs/method.md §4.5).
 
 Random-key encoding: one float key k_i in [0, 1] per removable layer; the M largest keys (ties by
 the lower index) are removed. With ``prior_guided`` the prior's top-M set is enqueued as the first

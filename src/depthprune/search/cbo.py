@@ -1,4 +1,4 @@
-"""Constrained binary optimisation (after Jansen et al. 2026; spec §4.6).
+"""Constrained binary optimisation (after Jansen et al. 2026; docs/method.md §4.6).
 
 Every block gets a gate α_i (h ← h + α_i·f_i(h)). Removing block i sets α_i: 1 → 0, i.e. the gate
 moves by Δα = −x with x_i = 1 for a removed block. A second-order Taylor expansion at α = 1 gives

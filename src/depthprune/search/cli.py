@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "search",
         help="search the removed set of M layers with one algorithm -> selection.json, trace.csv",
-        description="Run one layer-subset search algorithm (spec §4) on the calibration loss.",
+        description="Run one layer-subset search algorithm (docs/method.md §4) on the calibration loss.",
     )
     add_model_args(parser)
     add_calibration_args(parser)

@@ -1,4 +1,4 @@
-"""Prior-guided genetic algorithm (spec §4.4).
+"""Prior-guided genetic algorithm (docs/method.md §4.4).
 
 Individuals are removed sets of size M. The prior biases every random choice: a layer i is drawn
 with weight w_i ∝ exp(−z_i), z the standardised single-layer losses (more removable ⇒ likelier).
@@ -11,7 +11,7 @@ with weight w_i ∝ exp(−z_i), z the standardised single-layer losses (more re
   for a kept layer drawn by weight. The children of a generation are evaluated in one batch.
 - Returns the best set evaluated in the whole run.
 
-Choice (spec): the operators; the hyper-parameters are the paper's. "10 generations" means ten
+Choice (docs/method.md §4.4): the operators; the hyper-parameters are the paper's. "10 generations" means ten
 rounds of offspring after the initial population.
 
 ``prior_guided: false`` (the ``ga_random`` control, the paper's limitation 2): uniform weights

@@ -1,4 +1,4 @@
-"""Greedy iterative pruning (SLEB, spec §4.2): grow the removed set one layer at a time.
+"""Greedy iterative pruning (SLEB, docs/method.md §4.2): grow the removed set one layer at a time.
 
 Each step evaluates S ∪ {i} for every remaining allowed layer i, all in one batch (the evaluator
 shares the prefix S between them), and keeps the best. Cost: Σ_{t<M} (N' − t) evaluations.

@@ -1,4 +1,4 @@
-"""One-shot pruning: remove the M layers whose single-layer ablation hurts least (spec §4.1).
+"""One-shot pruning: remove the M layers whose single-layer ablation hurts least (docs/method.md §4.1).
 
 Cost: the prior only (plus the one evaluation of the chosen set that reports its loss).
 """
