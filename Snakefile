@@ -1,5 +1,5 @@
 # depthprune: the paper's study as a Snakemake workflow.
-#   prepare_model -> prior -> search -> evaluate -> aggregate -> render (Figures 1-3, Tables 1-5)
+#   prepare_model -> prior -> search -> evaluate -> aggregate -> render (Figures 1-3, Tables 1-6, observations)
 # Every rule calls the `depthprune` CLI; the science lives in src/depthprune, the design in config.yaml
 # (profiles: config/paper.yaml, config/smoke.yaml).
 

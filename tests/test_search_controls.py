@@ -155,6 +155,17 @@ def test_cbo_reports_energy_loss_correlations(tmp_path):
     assert result.distinct_evaluations == 16  # the diagnostic sets are not charged to the search
 
 
+def test_cbo_diagnostic_time_is_not_search_time(tmp_path):
+    import time
+
+    ev = random_objective(12, seed=3, interaction=0.1)
+    evaluate = ev.evaluate
+    ev.evaluate = lambda sets: (time.sleep(1.0) if len(sets) == 64 else None) or evaluate(sets)
+    result = search(ev, "cbo", 4, tmp_path)
+    assert result.diagnostics["diagnostic_seconds"] >= 1.0
+    assert result.search_seconds < 1.0
+
+
 def test_cbo_derivatives_of_a_bfloat16_model_are_float32_ones(tiny_model_dir, data_dir):
     from depthprune.calibration import build_objective
     from depthprune.evaluator import SubsetEvaluator

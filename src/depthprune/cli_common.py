@@ -26,7 +26,7 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--calibration-label",
         help="name written into outputs as the calibration (a calibration-size study's variant, "
-        "e.g. tlm_cs170k-n16-s1; default: --calibration)",
+        "e.g. tlm_cs170k-n16; default: --calibration)",
     )
     group.add_argument("--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)")
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")

@@ -12,11 +12,13 @@ SCORING_VERSION = 2
 # Modules whose code decides a score (paths relative to src/depthprune), hashed by the test above.
 SCORING_MODULES = (
     "evaluator.py",
+    "tree_attention.py",
     "calibration/data.py",
     "calibration/objectives.py",
     "calibration/specs.py",
     "calibration/tlm.py",
     "evaluation/benchmarks.py",
+    "evaluation/engine_lm.py",
     "evaluation/harness.py",
     "evaluation/perplexity.py",
     "evaluation/run.py",

@@ -382,7 +382,7 @@ def figure_outputs():
 
 
 def table_outputs():
-    """Named outputs of `render` for Tables 1-5 (the CSVs go into the report)."""
+    """Named outputs of `render` for Tables 1-6 (the CSVs go into the report)."""
     outputs = {}
     for name in TABLES:
         outputs[f"{name}_csv"] = report(

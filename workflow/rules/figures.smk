@@ -1,4 +1,4 @@
-# Stage 5: Figures 1-3 and Tables 1-5 from results/aggregate alone (no model is loaded; seconds).
+# Stage 5: Figures 1-3, Tables 1-6 and the observations from results/aggregate alone (no model is loaded; seconds).
 # `snakemake figures --forcerun render` redraws them all after a change to the plotting code.
 
 

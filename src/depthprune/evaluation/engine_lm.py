@@ -26,8 +26,6 @@ from lm_eval.models.huggingface import HFLM
 
 log = logging.getLogger(__name__)
 
-ENGINE = "depthprune-tree-v1"  # recorded in the evaluation cache key: how requests are scored
-
 
 @torch.no_grad()
 def score_trees(model, groups, pad_id: int, token_budget: int = 8192, head_chunk: int = 2048):

@@ -2,7 +2,7 @@
 pruned sets are as the calibration grows.
 
 Input: the aggregate summary of a study run with ``calibration_sizes`` and ``seeds`` (calibration
-labels such as ``tlm_cs170k-n16-s1``, see ``depthprune.calibration.variants``). Per model, calibration,
+labels such as ``tlm_cs170k-n16``; seeds are ``seed<k>/`` folders, see ``depthprune.calibration.variants``). Per model, calibration,
 size, M and algorithm, across seeds:
 
 - ``jaccard_mean``: mean pairwise Jaccard of the removed sets of the seeds (1 = every seed removes the

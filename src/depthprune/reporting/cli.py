@@ -30,7 +30,7 @@ def register(subparsers) -> None:
 
     ren = subparsers.add_parser(
         "render",
-        help="draw Figures 1-3, Tables 1-5 and the analyses from results/aggregate/",
+        help="draw Figures 1-3, Tables 1-6, the observations and the analyses from results/aggregate/",
         description="Render figures, tables, analyses and observations.md from the aggregate (no model is loaded).",
     )
     ren.add_argument("--aggregate", default="results/aggregate", help="aggregate folder (default: results/aggregate)")

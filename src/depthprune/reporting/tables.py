@@ -199,7 +199,7 @@ def table6(selections: pd.DataFrame) -> ReportTable:
 
 
 def build_tables(summary: pd.DataFrame, selections: pd.DataFrame, only: set[str] | None = None) -> list[ReportTable]:
-    """Tables 1-5; Tables 2 and 3 also per model (``table2_<model>``) when there are several models."""
+    """Tables 1-6; Tables 2 and 3 also per model (``table2_<model>``) when there are several models."""
     builders = {
         "table1": lambda: [table1(summary)],
         "table2": partial(_per_model, summary, "tlm", "table2", "Table 2"),

@@ -27,6 +27,7 @@ import heapq
 import itertools
 import logging
 import math
+import time
 
 import numpy as np
 
@@ -111,7 +112,10 @@ def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records
         rng = np.random.default_rng([problem.seed, 64])
         combos = np.stack([np.sort(rng.choice(len(allowed), size=problem.budget, replace=False)) for _ in range(n_random)])
         inner = getattr(problem.evaluator, "inner", problem.evaluator)  # outside the search's trace
+        started = time.perf_counter()
         random_records = inner.evaluate([normalise_set(allowed[c]) for c in combos])
+        # Not the search's cost: run_search takes it out of search_seconds (Table 4).
+        out["diagnostic_seconds"] = time.perf_counter() - started
         out["energy_loss_spearman_random"] = rho(energies(linear, quadratic, combos), [r.loss for r in random_records])
         out["n_random"] = n_random
         out["diagnostic_naive_blocks"] = int(n_random * (problem.n_layers - problem.budget))
