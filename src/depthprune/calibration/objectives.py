@@ -125,17 +125,22 @@ def _pack(sequences: list[_Sequence], pad_id: int, token_budget: int) -> list[Ba
                 targets.append(seq.ids[t])
                 coefficients.append(seq.coefficient_per_token)
                 sequence_ids.append(seq.sequence_id)
-        batches.append(
-            Batch(
-                input_ids=input_ids,
-                attention_mask=mask,
-                flat_positions=torch.tensor(positions, dtype=torch.long),
-                targets=torch.tensor(targets, dtype=torch.long),
-                coefficients=torch.tensor(coefficients, dtype=torch.float64),
-                sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
-            )
-        )
+        batches.append(scored_batch(input_ids, mask, positions, targets, coefficients, sequence_ids))
     return batches
+
+
+def scored_batch(input_ids, mask, positions, targets, coefficients, sequence_ids, **tree) -> "Batch":
+    """A Batch from per-token python lists (flat scored positions, targets, coefficients, sequence
+    ids); ``tree`` holds the shared-context fields (position_ids, branch_ids, root_ids)."""
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=mask,
+        flat_positions=torch.tensor(positions, dtype=torch.long),
+        targets=torch.tensor(targets, dtype=torch.long),
+        coefficients=torch.tensor(coefficients, dtype=torch.float64),
+        sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
+        **tree,
+    )
 
 
 def _common_prefix(sequences: list[_Sequence]) -> int:
@@ -211,17 +216,10 @@ def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) ->
                     sequence_ids.append(sequence_id)
                 start, label = stop, label + max(branches, default=0) + 1
         batches.append(
-            Batch(
-                input_ids=input_ids,
-                attention_mask=mask,
-                flat_positions=torch.tensor(flat, dtype=torch.long),
-                targets=torch.tensor(targets, dtype=torch.long),
-                coefficients=torch.tensor(coefficients, dtype=torch.float64),
-                sequence_ids=torch.tensor(sequence_ids, dtype=torch.long),
-                position_ids=position_ids,
-                branch_ids=branch_ids,
-                root_ids=root_ids,
-            )
+            scored_batch(
+                input_ids, mask, flat, targets, coefficients, sequence_ids,
+                position_ids=position_ids, branch_ids=branch_ids, root_ids=root_ids,
+            )  # fmt: skip
         )
     return batches
 
