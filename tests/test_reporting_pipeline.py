@@ -509,3 +509,41 @@ def test_seeds_as_replicates(tmp_path):
     assert "## Across seeds" in (out / "tables" / "observations.md").read_text()
     table3 = pd.read_csv(out / "tables" / "table3.csv")
     assert len(table3) == 1 + 7  # the first seed only: dense + seven algorithms
+
+
+def test_random_init_controls_get_rows_but_stay_out_of_the_paper_statistics(tmp_path):
+    """ga_random / bo_random: rows in Tables 1-4 and the figures, tables/controls.csv and their own
+    section in observations.md; Tables 5-6 and the Jaccard analyses keep the paper's seven."""
+    import shutil
+
+    results = write_tree(tmp_path / "results", [("alpha", "ppl_c4", 2), ("alpha", "tlm_cs170k", 2)])
+    for calibration in ("ppl_c4", "tlm_cs170k"):
+        cell = results / "alpha" / calibration / "M2"
+        for control, guided, removed in (("ga_random", "ga", None), ("bo_random", "bo", [9, 10])):
+            shutil.copytree(cell / guided, cell / control)
+            selection = json.loads((cell / control / "selection.json").read_text())
+            selection["algorithm"] = control
+            selection["removed"] = removed or selection["removed"]
+            (cell / control / "selection.json").write_text(json.dumps(selection))
+            metrics = pd.read_csv(cell / control / "metrics.csv")
+            metrics["algorithm"] = control
+            metrics["removed"] = " ".join(map(str, selection["removed"]))
+            metrics.to_csv(cell / control / "metrics.csv", index=False)
+    assert run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "agg")]) == 0
+    out = tmp_path / "figures"
+    assert run_command(["render", "--aggregate", str(tmp_path / "agg"), "--out", str(out)]) == 0
+    for table in ("table1", "table3", "table4"):
+        text = (out / "tables" / f"{table}.md").read_text()
+        assert "random" in text.lower(), table  # the controls have rows
+    pairs = pd.read_csv(out / "tables" / "jaccard_pairs.csv")
+    assert not pairs.astype(str).apply(lambda c: c.str.contains("_random")).any().any()
+    table5 = (out / "tables" / "table5.md").read_text() + (out / "tables" / "table6.md").read_text()
+    assert "random" not in table5.lower()
+    controls = pd.read_csv(out / "tables" / "controls.csv")
+    assert len(controls) == 4 and set(controls["control"]) == {"ga_random", "bo_random"}
+    assert controls.set_index(["calibration", "control"])["identical"].to_dict() == {
+        ("ppl_c4", "bo_random"): False, ("ppl_c4", "ga_random"): True,
+        ("tlm_cs170k", "bo_random"): False, ("tlm_cs170k", "ga_random"): True,
+    }  # fmt: skip
+    observations = (out / "tables" / "observations.md").read_text()
+    assert "## Random-initialisation controls" in observations and "Convergence is not a prior artefact" in observations
