@@ -212,3 +212,23 @@ def test_prior_artifact_answer():
     text = prior_artifact_answer(frame)
     assert "partly holds" in text and "1 of 2" in text
     assert "not testable" in prior_artifact_answer(frame[frame["algorithm"] != "bo_random"].iloc[:2])
+
+
+def test_cbo_derivatives_see_the_shared_context_rows(tiny_model_dir, data_dir):
+    """Gate derivatives under TLM with shared-context rows (tree masks, continued positions) equal
+    those of the same items scored as separate sequences: the derivative pass replays the rows
+    exactly as the evaluator scores them."""
+    from depthprune.calibration import build_objective
+    from depthprune.evaluator import SubsetEvaluator
+    from depthprune.models import load_model
+
+    tiny = load_model(str(tiny_model_dir), device="cpu")
+    derivatives = {}
+    for shared in (True, False):
+        objective = build_objective("tlm_cs170k", tiny.tokenizer, data_dir=data_dir, n_samples=4, seq_len=48,
+                                    seed=1, token_budget=512, shared_context=shared)  # fmt: skip
+        assert any(b.branch_ids is not None for b in objective.batches) == shared
+        derivatives[shared] = SubsetEvaluator(tiny, objective, calibration="tlm_cs170k").gate_derivatives()
+    (g_shared, h_shared), (g_separate, h_separate) = derivatives[True], derivatives[False]
+    np.testing.assert_allclose(g_shared, g_separate, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(h_shared, h_separate, rtol=1e-3, atol=1e-5)

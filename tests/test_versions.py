@@ -22,7 +22,7 @@ PACKAGE = Path(versions.__file__).resolve().parent
 
 RECORDED = {
     1: "6c3163327b7417f7",
-    2: "9929e18351f69d73",  # shared-context TLM scoring, the engine lm-eval class
+    2: "ab8fcaac796ceee0",  # shared-context TLM scoring, the engine lm-eval class
 }
 
 

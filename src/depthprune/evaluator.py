@@ -329,7 +329,7 @@ class SubsetEvaluator:
             try:
                 for batch in self.objective.batches:
                     captured.append({})
-                    _backbone_forward(backbone, batch, self.device, tree)
+                    backbone_forward(backbone, batch, self.device, tree)
             finally:
                 for handle in handles:
                     handle.remove()
@@ -443,18 +443,7 @@ class SubsetEvaluator:
 
     def _token_logprobs(self, b: int, final_hidden: torch.Tensor) -> torch.Tensor:
         """log p(target) at the scored positions of batch b; the LM head runs only there."""
-        batch = self.objective.batches[b]
-        flat = final_hidden.reshape(-1, final_hidden.shape[-1])
-        positions = batch.flat_positions.to(flat.device)
-        targets = batch.targets.to(self.device)
-        pieces = []
-        for start in range(0, len(positions), self.head_chunk):
-            hidden = flat[positions[start : start + self.head_chunk]].to(self.device)
-            logits = self.family.logits(self.model, hidden)
-            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # float64 stays
-            chunk_targets = targets[start : start + self.head_chunk]
-            pieces.append(torch.log_softmax(logits, dim=-1).gather(1, chunk_targets[:, None]).squeeze(1))
-        return torch.cat(pieces)
+        return scored_logprobs(self.model, self.family, self.objective.batches[b], final_hidden, self.device, self.head_chunk)
 
     def _loss_of_state(self, final_state: State) -> tuple[float, float | None]:
         logprobs = [self._token_logprobs(b, hidden) for b, hidden in enumerate(final_state)]
@@ -470,13 +459,27 @@ def forward_loss(model: torch.nn.Module, objective: Objective) -> tuple[float, f
     logprobs = []
     with tree_masks(model, family, family.blocks(model), objective.batches) as tree:
         for batch in objective.batches:
-            hidden = _backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
+            hidden = backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
             # last_hidden_state is already normed; apply only the head (and softcap) at scored positions.
             flat = hidden.reshape(-1, hidden.shape[-1])[batch.flat_positions.to(device)]
             logits = family.head_logits(model, flat)
             lp = torch.log_softmax(logits.float(), dim=-1).gather(1, batch.targets.to(device)[:, None]).squeeze(1)
             logprobs.append(lp)
     return objective.reduce(logprobs)
+
+
+def scored_logprobs(model, family, batch, final_hidden: torch.Tensor, device, head_chunk: int) -> torch.Tensor:
+    """log p(target) at ``batch``'s scored positions, the LM head run only there, in chunks;
+    log-softmax in at least float32 (float64 stays). Differentiable: gate derivatives use it too."""
+    flat = final_hidden.reshape(-1, final_hidden.shape[-1])
+    positions = batch.flat_positions.to(flat.device)
+    targets = batch.targets.to(device)
+    pieces = []
+    for start in range(0, len(positions), head_chunk):
+        logits = family.logits(model, flat[positions[start : start + head_chunk]].to(device))
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        pieces.append(torch.log_softmax(logits, dim=-1).gather(1, targets[start : start + head_chunk, None]).squeeze(1))
+    return torch.cat(pieces)
 
 
 @contextlib.contextmanager
@@ -489,7 +492,7 @@ def tree_masks(model, family, blocks, batches):
         yield hooks
 
 
-def _backbone_forward(backbone, batch, device, tree):
+def backbone_forward(backbone, batch, device, tree):
     """The model's own forward on one batch (shared-context rows: their positions and tree mask)."""
     extra = {}
     if tree is not None:

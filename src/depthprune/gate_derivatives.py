@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from depthprune.calibration.objectives import Objective
+from depthprune.evaluator import scored_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def gate_derivatives(
                 for j, block in enumerate(blocks):
                     update = block(hidden, **kwargs[j]) - hidden
                     hidden = hidden + alpha[j].to(hidden.dtype) * update
-                term = objective.batch_loss(batch, _token_logprobs(work, family, batch, hidden, device, head_chunk))
+                term = objective.batch_loss(batch, scored_logprobs(work, family, batch, hidden, device, head_chunk))
                 (g,) = torch.autograd.grad(term, alpha, create_graph=True)
                 rows = [torch.autograd.grad(g[i], alpha, retain_graph=i < n - 1)[0] for i in range(n)]
                 grad += g.detach().double().cpu()
@@ -73,7 +74,11 @@ def gate_derivatives(
 
 @torch.no_grad()
 def _capture_inputs(model, family, batch, device) -> tuple[torch.Tensor, list[dict]]:
-    """The input of block 0 and the keyword arguments every block receives, from the model's own forward."""
+    """The input of block 0 and the keyword arguments every block receives, from the model's own
+    forward exactly as the evaluator runs it (shared-context rows: their positions and tree masks,
+    which the tree hooks put in place before these capture hooks read them)."""
+    from depthprune.evaluator import backbone_forward, tree_masks
+
     blocks = family.blocks(model)
     embeddings: list[torch.Tensor] = []
     kwargs: dict[int, dict] = {}
@@ -86,25 +91,11 @@ def _capture_inputs(model, family, batch, device) -> tuple[torch.Tensor, list[di
 
         return record
 
-    handles = [block.register_forward_pre_hook(hook(j), with_kwargs=True) for j, block in enumerate(blocks)]
-    try:
-        family.backbone(model)(
-            input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False
-        )
-    finally:
-        for handle in handles:
-            handle.remove()
+    with tree_masks(model, family, blocks, [batch]) as tree:
+        handles = [block.register_forward_pre_hook(hook(j), with_kwargs=True) for j, block in enumerate(blocks)]
+        try:
+            backbone_forward(family.backbone(model), batch, device, tree)
+        finally:
+            for handle in handles:
+                handle.remove()
     return embeddings[0], [kwargs[j] for j in range(len(blocks))]
-
-
-def _token_logprobs(model, family, batch, final_hidden: torch.Tensor, device, head_chunk: int) -> torch.Tensor:
-    """log p(target) at the scored positions (the head runs only there), differentiably."""
-    flat = final_hidden.reshape(-1, final_hidden.shape[-1])
-    positions = batch.flat_positions.to(flat.device)
-    targets = batch.targets.to(device)
-    pieces = []
-    for start in range(0, len(positions), head_chunk):
-        logits = family.logits(model, flat[positions[start : start + head_chunk]])
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-        pieces.append(torch.log_softmax(logits, dim=-1).gather(1, targets[start : start + head_chunk, None]).squeeze(1))
-    return torch.cat(pieces)

@@ -35,7 +35,7 @@ def score_trees(model, groups, pad_id: int, token_budget: int = 8192, head_chunk
     runs every row, with the tree mask installed by hooks (depthprune.evaluator.tree_masks).
     """
     from depthprune.calibration.objectives import _pack_trees
-    from depthprune.evaluator import _backbone_forward, tree_masks
+    from depthprune.evaluator import backbone_forward, tree_masks
     from depthprune.models.families import family_for
 
     family = family_for(model)
@@ -46,7 +46,7 @@ def score_trees(model, groups, pad_id: int, token_budget: int = 8192, head_chunk
     batches = _pack_trees(groups, pad_id, token_budget)
     with tree_masks(model, family, family.blocks(model), batches) as tree:
         for batch in batches:
-            hidden = _backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
+            hidden = backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
             flat = hidden.reshape(-1, hidden.shape[-1])
             positions = batch.flat_positions.to(device)
             targets = batch.targets.to(device)
