@@ -58,8 +58,8 @@ from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProbl
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "bo_study.sqlite3"
-# Finished trials (PRUNED only in studies written before repaired proposals; none are written now).
-_DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+# Finished trials: every trial evaluates a new set and is COMPLETE (repaired proposals included).
+_DONE = (TrialState.COMPLETE,)
 
 
 class BayesianOptimisation(SearchAlgorithm):
