@@ -41,8 +41,10 @@ def test_bench_stages_cli_prints_total_and_dominant_stage(benchmarks, tmp_path):
     out = tmp_path / "stages.csv"
     done = subprocess.run(
         [sys.executable, "-m", "depthprune", "bench", "stages", "--benchmarks-dir", str(benchmarks), "--out", str(out)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "stages: total_job_seconds=200.0 (3.3 min) dominant=evaluate" in done.stdout
     assert out.read_text().startswith("stage,jobs,seconds")
 
@@ -50,7 +52,8 @@ def test_bench_stages_cli_prints_total_and_dominant_stage(benchmarks, tmp_path):
 def test_bench_stages_names_an_empty_folder(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "depthprune", "bench", "stages", "--benchmarks-dir", str(tmp_path)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert "--benchmarks-dir" in done.stderr and str(tmp_path) in done.stderr

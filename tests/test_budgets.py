@@ -64,8 +64,10 @@ def test_workflow_plans_each_models_own_budgets():
     )
     fractions = 'budgets=["7/32", "9/32"]'
     assert searches_per_model(two, fractions, "calibrations=[ppl_c4]") == {
-        "smol": {7, 8}, "gemma": {4, 5}, "fixed": {2, 3},
-    }  # fmt: skip
+        "smol": {7, 8},
+        "gemma": {4, 5},
+        "fixed": {2, 3},
+    }
     # integers at the top level (the default) apply to every model without budgets of its own
     assert searches_per_model(two, "calibrations=[ppl_c4]") == {"smol": {7, 9}, "gemma": {7, 9}, "fixed": {2, 3}}
 

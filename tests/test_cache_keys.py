@@ -13,7 +13,18 @@ from depthprune.models.fingerprint import FINGERPRINT_FILE, folder_fingerprint
 from depthprune.search.runner import run_search
 from depthprune.search.synthetic import random_objective
 
-EVAL = ["--tasks", "wikitext2", "--ppl-seq-len", "32", "--ppl-max-tokens", "64", "--device", "cpu", "--dtype", "float32"]
+EVAL = [
+    "--tasks",
+    "wikitext2",
+    "--ppl-seq-len",
+    "32",
+    "--ppl-max-tokens",
+    "64",
+    "--device",
+    "cpu",
+    "--dtype",
+    "float32",
+]
 
 
 def test_fingerprint_follows_content_not_path(tiny_model_dir, tmp_path):
@@ -48,22 +59,47 @@ def test_reexport_into_the_same_folder_is_not_a_cache_hit(tiny_model_dir, data_d
 
 
 def test_memo_key_ignores_spec_and_path_but_not_content_dtype_or_code():
-    base = {"model": "tiny:llama-8", "model_path": "/a", "model_fingerprint": "f1", "dtype": "float32",
-            "scoring_version": 1, "protected": [], "calibration": "ppl_c4", "n_samples": 4}  # fmt: skip
+    base = {
+        "model": "tiny:llama-8",
+        "model_path": "/a",
+        "model_fingerprint": "f1",
+        "dtype": "float32",
+        "scoring_version": 1,
+        "protected": [],
+        "calibration": "ppl_c4",
+        "n_samples": 4,
+    }
     assert memo_key(base) == memo_key({**base, "model": "other", "model_path": "/b", "protected": [0]})
     for change in ({"model_fingerprint": "f2"}, {"dtype": "bfloat16"}, {"scoring_version": 2}, {"n_samples": 8}):
         assert memo_key({**base, **change}) != memo_key(base), change
 
 
 def test_evaluator_description_holds_fingerprint_and_version(tiny_model_dir, data_dir):
-    from depthprune.cli_common import build_evaluator
     from depthprune.cli import build_parser
+    from depthprune.cli_common import build_evaluator
     from depthprune.versions import SCORING_VERSION
 
-    args = build_parser().parse_args([
-        "prior", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--data-dir", str(data_dir),
-        "--n-samples", "2", "--seq-len", "16", "--device", "cpu", "--dtype", "float32", "--out", "unused.json",
-    ])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "prior",
+            "--model",
+            str(tiny_model_dir),
+            "--calibration",
+            "ppl_c4",
+            "--data-dir",
+            str(data_dir),
+            "--n-samples",
+            "2",
+            "--seq-len",
+            "16",
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--out",
+            "unused.json",
+        ]
+    )
     described = build_evaluator(args).describe()
     assert described["model_fingerprint"] == folder_fingerprint(tiny_model_dir)
     assert described["scoring_version"] == SCORING_VERSION and described["dtype"] == "float32"
@@ -71,8 +107,9 @@ def test_evaluator_description_holds_fingerprint_and_version(tiny_model_dir, dat
 
 def _bo(workdir, n_trials):
     ev = random_objective(12, seed=3, interaction=0.3)
-    return run_search(ev, "bo", 4, ev.prior(), seed=7, workdir=workdir, params={"n_trials": n_trials,
-                                                                            "n_startup_trials": 4})
+    return run_search(
+        ev, "bo", 4, ev.prior(), seed=7, workdir=workdir, params={"n_trials": n_trials, "n_startup_trials": 4}
+    )
 
 
 def test_lowering_bo_n_trials_does_not_reuse_the_kept_study(tmp_path):
@@ -92,8 +129,9 @@ def test_bo_study_name_holds_every_setting():
     problem = SearchProblem(evaluator=ev, budget=4, prior=ev.prior(), seed=7, protected=frozenset(), workdir=".")
     names = {
         study_name(problem, {"n_trials": n, "n_startup_trials": s, "multivariate": True})
-        for n in (6, 12) for s in (4, 10)
-    }  # fmt: skip
+        for n in (6, 12)
+        for s in (4, 10)
+    }
     assert len(names) == 4
 
 

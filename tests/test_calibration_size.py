@@ -30,13 +30,19 @@ def test_labels_round_trip(variant, label):
 
 
 def test_study_variants_cross_sizes_and_seeds():
-    labels = [v.label for v in study_variants(["ppl_c4", "tlm_cs170k"], {"tlm": [8, 16], "perplexity": ["8x64"]}, [0, 1])]
+    labels = [
+        v.label for v in study_variants(["ppl_c4", "tlm_cs170k"], {"tlm": [8, 16], "perplexity": ["8x64"]}, [0, 1])
+    ]
     assert labels == [
-        "ppl_c4-8x64-s0", "ppl_c4-8x64-s1",
-        "tlm_cs170k-n8-s0", "tlm_cs170k-n8-s1", "tlm_cs170k-n16-s0", "tlm_cs170k-n16-s1",
-    ]  # fmt: skip
+        "ppl_c4-8x64-s0",
+        "ppl_c4-8x64-s1",
+        "tlm_cs170k-n8-s0",
+        "tlm_cs170k-n8-s1",
+        "tlm_cs170k-n16-s0",
+        "tlm_cs170k-n16-s1",
+    ]
     assert [v.label for v in study_variants(["ppl_c4"], None, None)] == ["ppl_c4"]  # the default study
-    with pytest.raises(ValueError, match="calibration_sizes.perplexity"):
+    with pytest.raises(ValueError, match=r"calibration_sizes\.perplexity"):
         study_variants(["ppl_c4"], {"perplexity": ["64by128"]}, None)
     assert parse_size("64x128") == (64, 128) and parse_size(8) == (8, None)
 
@@ -49,21 +55,58 @@ def test_mean_pairwise_jaccard():
 
 
 def synthetic_summary() -> pd.DataFrame:
-    rows = [dict(model="m", calibration="none", budget=0, algorithm="dense", removed="", loss=float("nan"),
-                 avg_accuracy=0.45, avg_perplexity=40.0, calibration_accuracy=float("nan"), seed=0)]  # fmt: skip
+    rows = [
+        {
+            "model": "m",
+            "calibration": "none",
+            "budget": 0,
+            "algorithm": "dense",
+            "removed": "",
+            "loss": float("nan"),
+            "avg_accuracy": 0.45,
+            "avg_perplexity": 40.0,
+            "calibration_accuracy": float("nan"),
+            "seed": 0,
+        }
+    ]
     removed = {  # (size, seed) -> removed set: unstable at 8 items, stable at 32
-        ("n8", 0): "1 2", ("n8", 1): "3 4", ("n8", 2): "1 4",
-        ("n32", 0): "2 5", ("n32", 1): "2 5", ("n32", 2): "2 5",
-    }  # fmt: skip
+        ("n8", 0): "1 2",
+        ("n8", 1): "3 4",
+        ("n8", 2): "1 4",
+        ("n32", 0): "2 5",
+        ("n32", 1): "2 5",
+        ("n32", 2): "2 5",
+    }
     for (size, seed), sets in removed.items():
         for algorithm in ("one_shot", "greedy"):
-            rows.append(dict(
-                model="m", calibration=f"tlm_cs170k-{size}-s{seed}", budget=2, algorithm=algorithm, removed=sets,
-                loss=-1.0 - seed, avg_accuracy=0.30 + 0.01 * seed if size == "n8" else 0.42,
-                avg_perplexity=10.0 ** (3 + seed) if size == "n8" else 50.0, calibration_accuracy=0.5, seed=seed,
-            ))  # fmt: skip
-    rows.append(dict(model="m", calibration="ppl_c4-64x32-s0", budget=2, algorithm="one_shot", removed="2 5",
-                     loss=3.0, avg_accuracy=0.44, avg_perplexity=60.0, calibration_accuracy=float("nan"), seed=0))  # fmt: skip
+            rows.append(
+                {
+                    "model": "m",
+                    "calibration": f"tlm_cs170k-{size}-s{seed}",
+                    "budget": 2,
+                    "algorithm": algorithm,
+                    "removed": sets,
+                    "loss": -1.0 - seed,
+                    "avg_accuracy": 0.30 + 0.01 * seed if size == "n8" else 0.42,
+                    "avg_perplexity": 10.0 ** (3 + seed) if size == "n8" else 50.0,
+                    "calibration_accuracy": 0.5,
+                    "seed": seed,
+                }
+            )
+    rows.append(
+        {
+            "model": "m",
+            "calibration": "ppl_c4-64x32-s0",
+            "budget": 2,
+            "algorithm": "one_shot",
+            "removed": "2 5",
+            "loss": 3.0,
+            "avg_accuracy": 0.44,
+            "avg_perplexity": 60.0,
+            "calibration_accuracy": float("nan"),
+            "seed": 0,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -91,9 +134,12 @@ def test_render_writes_figure_and_tables(tmp_path):
     written = render_calibration_size(aggregate, tmp_path / "figures")
     names = sorted(p.relative_to(tmp_path / "figures").as_posix() for p in written)
     assert names == [
-        "calibration_size.pdf", "calibration_size.png",
-        "tables/calibration_size.csv", "tables/calibration_size.md", "tables/calibration_size.tex",
-    ]  # fmt: skip
+        "calibration_size.pdf",
+        "calibration_size.png",
+        "tables/calibration_size.csv",
+        "tables/calibration_size.md",
+        "tables/calibration_size.tex",
+    ]
     assert all(p.stat().st_size > 0 for p in written)
     markdown = (tmp_path / "figures" / "tables" / "calibration_size.md").read_text()
     assert "0.22" in markdown and "1.00" in markdown  # the two Jaccard values of one-shot
@@ -107,21 +153,74 @@ def test_cli_writes_the_calibration_label(tiny_model_dir, data_dir, tmp_path):
 
     from depthprune.cli import main
 
-    common = ["--model", str(tiny_model_dir), "--name", "tiny", "--calibration", "tlm_cs170k", "--data-dir", str(data_dir),
-              "--n-samples", "4", "--seq-len", "48", "--seed", "1", "--calibration-label", "tlm_cs170k-n4-s1"]  # fmt: skip
+    common = [
+        "--model",
+        str(tiny_model_dir),
+        "--name",
+        "tiny",
+        "--calibration",
+        "tlm_cs170k",
+        "--data-dir",
+        str(data_dir),
+        "--n-samples",
+        "4",
+        "--seq-len",
+        "48",
+        "--seed",
+        "1",
+        "--calibration-label",
+        "tlm_cs170k-n4-s1",
+    ]
     prior = tmp_path / "prior.json"
     assert main(["prior", *common, "--out", str(prior)]) == 0
     assert json.loads(prior.read_text())["calibration"] == "tlm_cs170k-n4-s1"
     selection = tmp_path / "selection.json"
-    assert main(["search", *common, "--algorithm", "one_shot", "--budget", "2", "--prior", str(prior),
-                 "--workdir", str(tmp_path / "work"), "--out-selection", str(selection),
-                 "--out-trace", str(tmp_path / "trace.csv")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "search",
+                *common,
+                "--algorithm",
+                "one_shot",
+                "--budget",
+                "2",
+                "--prior",
+                str(prior),
+                "--workdir",
+                str(tmp_path / "work"),
+                "--out-selection",
+                str(selection),
+                "--out-trace",
+                str(tmp_path / "trace.csv"),
+            ]
+        )
+        == 0
+    )
     record = json.loads(selection.read_text())
     assert record["calibration"] == "tlm_cs170k-n4-s1" and record["seed"] == 1
     # a prior of another variant is refused
-    assert main(["search", *common[:-1], "tlm_cs170k-n4-s2", "--algorithm", "one_shot", "--budget", "2",
-                 "--prior", str(prior), "--workdir", str(tmp_path / "w2"), "--out-selection", str(tmp_path / "s2.json"),
-                 "--out-trace", str(tmp_path / "t2.csv")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "search",
+                *common[:-1],
+                "tlm_cs170k-n4-s2",
+                "--algorithm",
+                "one_shot",
+                "--budget",
+                "2",
+                "--prior",
+                str(prior),
+                "--workdir",
+                str(tmp_path / "w2"),
+                "--out-selection",
+                str(tmp_path / "s2.json"),
+                "--out-trace",
+                str(tmp_path / "t2.csv"),
+            ]
+        )
+        == 2
+    )
 
 
 def _dry_run_jobs(configfile):

@@ -30,8 +30,27 @@ def test_module_entry_point_matches_console_script():
 @pytest.mark.parametrize("calibration", ["ppl_c4", "tlm_cs170k"])
 def test_prior_writes_prior_json(calibration, tiny_model_dir, data_dir, tmp_path):
     out = tmp_path / "prior.json"
-    code = main(["prior", "--model", str(tiny_model_dir), "--name", "tiny", "--calibration", calibration,
-                 "--data-dir", str(data_dir), "--n-samples", "4", "--seq-len", "32", "--protected", "0", "--out", str(out)])
+    code = main(
+        [
+            "prior",
+            "--model",
+            str(tiny_model_dir),
+            "--name",
+            "tiny",
+            "--calibration",
+            calibration,
+            "--data-dir",
+            str(data_dir),
+            "--n-samples",
+            "4",
+            "--seq-len",
+            "32",
+            "--protected",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     prior = json.loads(out.read_text())
     assert prior["model"] == "tiny" and prior["calibration"] == calibration and prior["n_layers"] == 8
@@ -57,12 +76,38 @@ def test_export_cli_loads_with_plain_transformers(tiny_model_dir, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["prior", "--calibration", "ppl_c4", "--data-dir", "{missing}", "--n-samples", "2", "--out", "{tmp}/p.json"],
-         "c4/train.jsonl not found in the local mirror (option data_dir"),
+        (
+            [
+                "prior",
+                "--calibration",
+                "ppl_c4",
+                "--data-dir",
+                "{missing}",
+                "--n-samples",
+                "2",
+                "--out",
+                "{tmp}/p.json",
+            ],
+            "c4/train.jsonl not found in the local mirror (option data_dir",
+        ),
         (["export", "--removed", "0 1 2 3 4 5 6 7", "--out", "{tmp}/x"], "at least one must remain"),
         (["export", "--removed", "9", "--out", "{tmp}/x"], "outside 0..7"),
-        (["prior", "--calibration", "ppl_c4", "--data-dir", "{data}", "--n-samples", "2", "--protected", "12",
-          "--out", "{tmp}/p.json"], "protected_layers [12]"),
+        (
+            [
+                "prior",
+                "--calibration",
+                "ppl_c4",
+                "--data-dir",
+                "{data}",
+                "--n-samples",
+                "2",
+                "--protected",
+                "12",
+                "--out",
+                "{tmp}/p.json",
+            ],
+            "protected_layers [12]",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_named_cause(argv, message, tiny_model_dir, data_dir, tmp_path, capsys):
@@ -75,8 +120,22 @@ def test_bad_input_exits_2_with_a_named_cause(argv, message, tiny_model_dir, dat
 
 
 def test_evaluator_benchmark_prints_its_summary_line(tiny_model_dir, data_dir, capsys):
-    code = main(["bench", "evaluator", "--model", str(tiny_model_dir), "--data-dir", str(data_dir),
-                 "--n-samples", "2", "--seq-len", "32", "--budget", "3"])
+    code = main(
+        [
+            "bench",
+            "evaluator",
+            "--model",
+            str(tiny_model_dir),
+            "--data-dir",
+            str(data_dir),
+            "--n-samples",
+            "2",
+            "--seq-len",
+            "32",
+            "--budget",
+            "3",
+        ]
+    )
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("evaluator: losses_equal=yes blocks_ratio=")

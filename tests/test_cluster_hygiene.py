@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -59,10 +58,9 @@ def test_atomic_dir_keeps_the_old_folder_when_the_new_one_fails(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
     (target / "old").write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_dir(target, replace=True) as tmp:
-            (tmp / "new").write_text("half")
-            raise RuntimeError("crash mid-write")
+    with pytest.raises(RuntimeError), atomic_dir(target, replace=True) as tmp:
+        (tmp / "new").write_text("half")
+        raise RuntimeError("crash mid-write")
     assert (target / "old").read_text() == "old" and not (target / "new").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     with atomic_dir(target, replace=True) as tmp:
@@ -111,9 +109,8 @@ def test_lock_files_are_removed_on_success_and_failure(tmp_path):
     cache = EvalCache(tmp_path)
     with cache.lock("k1"):
         assert (tmp_path / "k1.lock").exists()
-    with pytest.raises(ValueError):
-        with cache.lock("k2"):
-            raise ValueError("evaluation failed")
+    with pytest.raises(ValueError), cache.lock("k2"):
+        raise ValueError("evaluation failed")
     assert not list(tmp_path.glob("*.lock"))
 
 
@@ -144,8 +141,22 @@ def test_log_handlers_do_not_outlive_the_invocation(tmp_path, capsys):
     root = logging.getLogger()
     before = list(root.handlers)
     log_file = tmp_path / "run.log"
-    assert main(["--log-file", str(log_file), "export", "--model", "nowhere/x/y", "--removed", "1",
-                 "--out", str(tmp_path / "o")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "--log-file",
+                str(log_file),
+                "export",
+                "--model",
+                "nowhere/x/y",
+                "--removed",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert root.handlers == before
     assert "error" in log_file.read_text()
     capsys.readouterr()

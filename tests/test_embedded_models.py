@@ -35,7 +35,10 @@ def relative(a: float, b: float) -> float:
 def embedded(request, model_cache_dir):
     key = request.param
     embedded_model = EMBEDDED[key]
-    if importlib.util.find_spec(embedded_model.package) is None and not (model_cache_dir / key / "depthprune-ready").exists():
+    if (
+        importlib.util.find_spec(embedded_model.package) is None
+        and not (model_cache_dir / key / "depthprune-ready").exists()
+    ):
         pytest.skip(f"embedded:{key} needs its wheel ({embedded_model.install})")
     return key, load_model(f"embedded:{key}", dtype="float32", device="cpu", cache_dir=model_cache_dir)
 

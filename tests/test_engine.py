@@ -31,7 +31,7 @@ def tiny(tiny_model_dir):
 
 
 def objective_for(calibration, tokenizer, data_dir, **kw):
-    settings = dict(n_samples=6, seq_len=48, seed=1, token_budget=128)
+    settings = {"n_samples": 6, "seq_len": 48, "seed": 1, "token_budget": 128}
     settings.update(kw)
     return build_objective(calibration, tokenizer, data_dir=data_dir, **settings)
 

@@ -13,7 +13,7 @@ from depthprune.evaluation.cache import EvalCache, cache_key
 from depthprune.evaluation.run import METRICS_COLUMNS, Labels, cache_payload, evaluate_removed, metrics_frame
 
 IDENTITY = {"spec": "tiny:llama-8", "dtype": "float32", "device": "cpu"}
-SMALL = dict(benchmarks=("wikitext2", "piqa"), limit=2, ppl_seq_len=64, ppl_max_tokens=128, batch_size=4)
+SMALL = {"benchmarks": ("wikitext2", "piqa"), "limit": 2, "ppl_seq_len": 64, "ppl_max_tokens": 128, "batch_size": 4}
 
 
 class CountingLoader:
@@ -71,7 +71,9 @@ def test_concurrent_jobs_evaluate_a_set_once(tiny_model_dir, data_dir, tmp_path)
     results = []
 
     def job():
-        evaluation = evaluate_removed(model_identity=IDENTITY, removed=(2,), settings=settings, load=loader, cache=cache)
+        evaluation = evaluate_removed(
+            model_identity=IDENTITY, removed=(2,), settings=settings, load=loader, cache=cache
+        )
         results.append(evaluation)
 
     threads = [threading.Thread(target=job) for _ in range(2)]
@@ -96,10 +98,28 @@ def test_evaluate_command_labels_cache_and_outputs(tiny_model_dir, data_dir, tmp
     selection = {"model": "tiny", "calibration": "ppl_c4", "budget": 2, "algorithm": "greedy", "removed": [1, 6]}
     (tmp_path / "selection.json").write_text(json.dumps(selection))
     common = [
-        "evaluate", "--model", str(tiny_model_dir), "--name", "tiny", "--model-cache-dir", str(tmp_path / "models"),
-        "--data-dir", str(data_dir), "--tasks", "wikitext2,piqa", "--limit", "2", "--ppl-seq-len", "64",
-        "--ppl-max-tokens", "128", "--batch-size", "4", "--cache-dir", str(tmp_path / "cache"),
-    ]  # fmt: skip
+        "evaluate",
+        "--model",
+        str(tiny_model_dir),
+        "--name",
+        "tiny",
+        "--model-cache-dir",
+        str(tmp_path / "models"),
+        "--data-dir",
+        str(data_dir),
+        "--tasks",
+        "wikitext2,piqa",
+        "--limit",
+        "2",
+        "--ppl-seq-len",
+        "64",
+        "--ppl-max-tokens",
+        "128",
+        "--batch-size",
+        "4",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
     outputs = ["--out-metrics", str(tmp_path / "a.csv"), "--out-raw", str(tmp_path / "a.json")]
     code, _ = run_cli(common + ["--selection", str(tmp_path / "selection.json"), *outputs], capsys)
     assert code == 0
@@ -111,8 +131,22 @@ def test_evaluate_command_labels_cache_and_outputs(tiny_model_dir, data_dir, tmp
     assert raw["depthprune"]["labels"]["algorithm"] == "greedy"
 
     # Another algorithm that chose the same set: copied from the cache, relabelled.
-    code, out = run_cli(common + ["--removed", "6 1", "--calibration", "ppl_c4", "--algorithm", "bo", "--budget", "2",
-                                  "--out-metrics", str(tmp_path / "b.csv")], capsys)
+    code, out = run_cli(
+        common
+        + [
+            "--removed",
+            "6 1",
+            "--calibration",
+            "ppl_c4",
+            "--algorithm",
+            "bo",
+            "--budget",
+            "2",
+            "--out-metrics",
+            str(tmp_path / "b.csv"),
+        ],
+        capsys,
+    )
     assert code == 0 and "cache hit" in out.out
     b = pd.read_csv(tmp_path / "b.csv", keep_default_na=False)
     assert set(b.algorithm) == {"bo"}
@@ -126,8 +160,20 @@ def test_evaluate_command_labels_cache_and_outputs(tiny_model_dir, data_dir, tmp
 
 
 def test_evaluate_command_names_missing_data_file(tiny_model_dir, tmp_path, capsys):
-    code, out = run_cli(["evaluate", "--model", str(tiny_model_dir), "--data-dir", str(tmp_path), "--tasks", "boolq",
-                         "--cache-dir", str(tmp_path / "cache")], capsys)
+    code, out = run_cli(
+        [
+            "evaluate",
+            "--model",
+            str(tiny_model_dir),
+            "--data-dir",
+            str(tmp_path),
+            "--tasks",
+            "boolq",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capsys,
+    )
     assert code == 2
     assert "boolq/validation.jsonl" in out.err and "not found" in out.err
 

@@ -74,11 +74,26 @@ def test_lm_eval_command_line_on_export_matches_in_pipeline(pruned_run, data_dir
     evaluation, _, exported = pruned_run
     tasks_dir = write_offline_tasks(data_dir, tmp_path / "tasks")
     command = [
-        sys.executable, "-m", "lm_eval", "--model", "hf",
-        "--model_args", f"pretrained={exported},dtype=float32", "--device", "cpu",
-        "--tasks", ",".join(LM_EVAL_TASKS), "--include_path", str(tasks_dir),
-        "--limit", str(LIMIT), "--batch_size", "8", "--output_path", str(tmp_path / "out"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "lm_eval",
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={exported},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        ",".join(LM_EVAL_TASKS),
+        "--include_path",
+        str(tasks_dir),
+        "--limit",
+        str(LIMIT),
+        "--batch_size",
+        "8",
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (results_file,) = (tmp_path / "out").rglob("results_*.json")

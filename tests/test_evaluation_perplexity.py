@@ -62,7 +62,7 @@ def test_missing_mirror_file_is_named(tmp_path, tiny):
 def test_exported_pruned_checkpoint_has_the_in_memory_perplexity(tiny_model_dir, data_dir, tmp_path):
     from depthprune.models import export_pruned, load_model, remove_blocks
 
-    settings = dict(seq_len=128, max_tokens=512, batch_size=4, data_dir=data_dir)
+    settings = {"seq_len": 128, "max_tokens": 512, "batch_size": 4, "data_dir": data_dir}
     pruned = load_model(str(tiny_model_dir), dtype="float32", device="cpu")
     dense = evaluate_perplexity(pruned.model, pruned.tokenizer, "wikitext2", **settings)
     remove_blocks(pruned.model, (1, 4, 6))

@@ -53,10 +53,23 @@ def test_prior_logs_progress_through_the_evaluator(tiny_model_dir, data_dir, cap
     from depthprune.cli_common import build_evaluator
     from depthprune.prior import compute_prior
 
-    args = build_parser().parse_args([
-        "prior", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--data-dir", str(data_dir),
-        "--n-samples", "2", "--seq-len", "16", "--out", "unused.json",
-    ])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "prior",
+            "--model",
+            str(tiny_model_dir),
+            "--calibration",
+            "ppl_c4",
+            "--data-dir",
+            str(data_dir),
+            "--n-samples",
+            "2",
+            "--seq-len",
+            "16",
+            "--out",
+            "unused.json",
+        ]
+    )
     evaluator = build_evaluator(args)
     with caplog.at_level(logging.INFO, logger="depthprune.progress"):
         compute_prior(evaluator)

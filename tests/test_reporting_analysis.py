@@ -44,13 +44,15 @@ def _selections(rows):
 
 
 def test_pairwise_jaccard_relations():
-    sel = _selections([
-        ("m", "ppl_c4", 2, "greedy", "1 2", 8),
-        ("m", "ppl_c4", 2, "beam", "1 3", 8),
-        ("m", "tlm_cs170k", 2, "greedy", "1 2", 8),
-        ("m", "tlm_cs170k", 2, "beam", "5 6", 8),
-        ("m", "none", 0, "dense", "", 8),  # never paired
-    ])  # fmt: skip
+    sel = _selections(
+        [
+            ("m", "ppl_c4", 2, "greedy", "1 2", 8),
+            ("m", "ppl_c4", 2, "beam", "1 3", 8),
+            ("m", "tlm_cs170k", 2, "greedy", "1 2", 8),
+            ("m", "tlm_cs170k", 2, "beam", "5 6", 8),
+            ("m", "none", 0, "dense", "", 8),  # never paired
+        ]
+    )
     pairs = pairwise_jaccard(sel)
     assert len(pairs) == 6  # C(4, 2); the dense row is left out
     by = {
@@ -66,10 +68,16 @@ def test_pairwise_jaccard_relations():
 
 def _summary(ppl, acc, calibration="ppl_c4"):
     algorithms = ["one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select"][: len(ppl)]
-    return pd.DataFrame({
-        "model": "m", "budget": 2, "calibration": calibration, "algorithm": algorithms,
-        "avg_perplexity": ppl, "avg_accuracy": acc,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "model": "m",
+            "budget": 2,
+            "calibration": calibration,
+            "algorithm": algorithms,
+            "avg_perplexity": ppl,
+            "avg_accuracy": acc,
+        }
+    )
 
 
 def test_spearman_known_values():
@@ -112,16 +120,26 @@ def test_two_way_decomposition_known_values():
 
 
 def test_table_bold_per_block_ties_and_reference():
-    frame = pd.DataFrame({
-        "block": ["a", "a", "a", "b", "b", "b", "b", "c", "c"],
-        "name": ["ref", "x_1", "y", "x", "y", "w", "z", "u", "v"],
-        "score": [0.99, 0.5, 0.7, 0.3, 0.3, 0.1, np.nan, 0.4, 0.4],
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "block": ["a", "a", "a", "b", "b", "b", "b", "c", "c"],
+            "name": ["ref", "x_1", "y", "x", "y", "w", "z", "u", "v"],
+            "score": [0.99, 0.5, 0.7, 0.3, 0.3, 0.1, np.nan, 0.4, 0.4],
+        }
+    )
     table = ReportTable(
-        name="t", title="Table T", caption="test", frame=frame,
-        columns=[Column("block", "Block"), Column("name", "Name"), Column("score", "Score", fmt_fraction, best="max", numeric=True)],
-        block=["block"], reference=frame["name"] == "ref",
-    )  # fmt: skip
+        name="t",
+        title="Table T",
+        caption="test",
+        frame=frame,
+        columns=[
+            Column("block", "Block"),
+            Column("name", "Name"),
+            Column("score", "Score", fmt_fraction, best="max", numeric=True),
+        ],
+        block=["block"],
+        reference=frame["name"] == "ref",
+    )
     csv = to_csv_frame(table)
     # The reference row (0.99) is never bold; tied bests are both bold; NaN shows as a dash, never
     # bold; a block whose values all tie (c) has no bold.

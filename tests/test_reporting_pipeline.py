@@ -14,9 +14,9 @@ value can be worked out by hand:
 from __future__ import annotations
 
 import argparse
-import math
 import importlib
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -72,8 +72,13 @@ def avg_accuracy(model: str, calibration: str, algorithm: str) -> float:
 
 def metric_rows(model, calibration, budget, algorithm, removed, ppl, acc, drop=(), booleans=("true", "false")):
     yes, no = booleans
-    key = {"model": model, "calibration": calibration, "budget": budget, "algorithm": algorithm,
-           "removed": " ".join(map(str, removed))}  # fmt: skip
+    key = {
+        "model": model,
+        "calibration": calibration,
+        "budget": budget,
+        "algorithm": algorithm,
+        "removed": " ".join(map(str, removed)),
+    }
     rows = []
     for bench, factor in (("wikitext2", 0.5), ("c4", 1.0), ("lambada_openai", 1.5)):
         rows.append(
@@ -140,17 +145,35 @@ def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True,
             run.mkdir(parents=True)
             index = ALGORITHMS.index(algorithm)
             selection = {
-                "model": model, "calibration": calibration, "budget": budget, "algorithm": algorithm,
-                "removed": removed, "n_layers": n_layers[model], "loss": 1.0 + index + (seed or 0),
-                "calibration_perplexity": None, "calibration_accuracy": None,
-                "distinct_evaluations": 100 + index, "memo_hits": 3, "blocks_run": 1000,
-                "search_seconds": 10.0 * (index + 1), "seed": seed or 0, "hyperparameters": {"beam_width": 5},
+                "model": model,
+                "calibration": calibration,
+                "budget": budget,
+                "algorithm": algorithm,
+                "removed": removed,
+                "n_layers": n_layers[model],
+                "loss": 1.0 + index + (seed or 0),
+                "calibration_perplexity": None,
+                "calibration_accuracy": None,
+                "distinct_evaluations": 100 + index,
+                "memo_hits": 3,
+                "blocks_run": 1000,
+                "search_seconds": 10.0 * (index + 1),
+                "seed": seed or 0,
+                "hyperparameters": {"beam_width": 5},
                 "versions": {"depthprune": "0.1.0"},
-            }  # fmt: skip
+            }
             (run / "selection.json").write_text(json.dumps(selection))
             drop = ("boolq",) if (model, calibration, algorithm) == ("beta", "tlm_cs170k", "greedy") else ()
-            rows = metric_rows(model, calibration, budget, algorithm, removed, avg_perplexity(calibration, algorithm),
-                               avg_accuracy(model, calibration, algorithm), drop=drop)  # fmt: skip
+            rows = metric_rows(
+                model,
+                calibration,
+                budget,
+                algorithm,
+                removed,
+                avg_perplexity(calibration, algorithm),
+                avg_accuracy(model, calibration, algorithm),
+                drop=drop,
+            )
             pd.DataFrame(rows).to_csv(run / "metrics.csv", index=False)
     if dense:
         (root / "alpha" / "dense").mkdir(parents=True, exist_ok=True)
@@ -160,9 +183,14 @@ def write_tree(root: Path, grid: list[tuple[str, str, int]], dense: bool = True,
 
 
 FULL_GRID = [
-    ("alpha", "ppl_c4", 2), ("alpha", "ppl_c4", 3), ("alpha", "tlm_cs170k", 2), ("alpha", "tlm_cs170k", 3),
-    ("beta", "ppl_c4", 2), ("beta", "tlm_cs170k", 2), ("beta", "ppl_cs170k", 2),
-]  # fmt: skip
+    ("alpha", "ppl_c4", 2),
+    ("alpha", "ppl_c4", 3),
+    ("alpha", "tlm_cs170k", 2),
+    ("alpha", "tlm_cs170k", 3),
+    ("beta", "ppl_c4", 2),
+    ("beta", "tlm_cs170k", 2),
+    ("beta", "ppl_cs170k", 2),
+]
 
 
 def run_command(argv: list[str]) -> int:
@@ -228,7 +256,7 @@ def test_aggregate_errors_name_the_file(tmp_path):
     frame.drop(columns="headline").to_csv(metrics, index=False)
     with pytest.raises(ValueError, match=r"greedy/metrics.csv: metrics.csv lacks columns headline"):
         run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "agg")])
-    with pytest.raises(FileNotFoundError, match="no selection.json or metrics.csv files in the --selections"):
+    with pytest.raises(FileNotFoundError, match=r"no selection\.json or metrics\.csv files in the --selections"):
         run_command(["aggregate", "--selections", "--out", str(tmp_path / "agg")])
     with pytest.raises(FileNotFoundError, match=r"--results .*nowhere: directory not found"):
         run_command(["aggregate", "--results", str(tmp_path / "nowhere"), "--out", str(tmp_path / "agg")])
@@ -269,9 +297,9 @@ def test_table1_bold_lowest_avg_perplexity(rendered):
     assert sorted(best["algorithm"].unique()) == ["greedy"] and len(best) == 7
     assert not t1.loc[t1["algorithm"] == "dense", "best_avg_perplexity"].any()
     md = (rendered / "figures" / "tables" / "table1.md").read_text()
-    assert f"**{10 ** 0.7:.2f}**" in md  # alpha / ppl_c4 greedy: 10^(1 - 0.3)
+    assert f"**{10**0.7:.2f}**" in md  # alpha / ppl_c4 greedy: 10^(1 - 0.3)
     tex = (rendered / "figures" / "tables" / "table1.tex").read_text()
-    assert rf"\textbf{{{10 ** 0.7:.2f}}}" in tex and r"PPL · C4" in tex
+    assert rf"\textbf{{{10**0.7:.2f}}}" in tex and r"PPL · C4" in tex
 
 
 def test_tables_2_and_3_bold_highest_avg_accuracy(rendered):
@@ -285,9 +313,11 @@ def test_tables_2_and_3_bold_highest_avg_accuracy(rendered):
     assert set(t3["calibration"]) - {"none"} == {"ppl_c4", "ppl_cs170k"}
     best = t3[t3["best_avg_accuracy"]].set_index(["model", "budget", "calibration"])["algorithm"]
     assert best.to_dict() == {
-        ("alpha", 2, "ppl_c4"): "greedy", ("alpha", 3, "ppl_c4"): "greedy",
-        ("beta", 2, "ppl_c4"): "greedy", ("beta", 2, "ppl_cs170k"): "fast_block_select",
-    }  # fmt: skip
+        ("alpha", 2, "ppl_c4"): "greedy",
+        ("alpha", 3, "ppl_c4"): "greedy",
+        ("beta", 2, "ppl_c4"): "greedy",
+        ("beta", 2, "ppl_cs170k"): "fast_block_select",
+    }
     md = (rendered / "figures" / "tables" / "table2.md").read_text()
     assert "**54.50**" in md and "BoolQ" in md
     per_model = read_table(rendered, "table2_beta")
@@ -350,7 +380,10 @@ def test_variance_decomposition_values(rendered):
     assert (ppl["df_calibration"], ppl["df_algorithm"], ppl["df_interaction"]) == (1, 6, 6)
     acc = alpha.loc["avg_accuracy_points"]
     assert (acc["share_calibration"], acc["share_algorithm"], acc["share_interaction"]) == (
-        pytest.approx(0, abs=1e-9), pytest.approx(0.2), pytest.approx(0.8))  # fmt: skip
+        pytest.approx(0, abs=1e-9),
+        pytest.approx(0.2),
+        pytest.approx(0.8),
+    )
     beta = var[var["model"] == "beta"].set_index("response")
     # Only the paper's two calibrations (the ppl_cs170k cross-control stays out); TLM greedy lacks BoolQ.
     assert beta.loc["avg_accuracy_points", "n_calibrations"] == 2
@@ -434,7 +467,8 @@ def test_render_only_and_single_calibration(tmp_path):
         == 0
     )
     assert sorted(p.name for p in only.rglob("*") if p.is_file()) == sorted(
-        ["figure2.pdf", "figure2.png", "table3.csv", "table3.md", "table3.tex"])  # fmt: skip
+        ["figure2.pdf", "figure2.png", "table3.csv", "table3.md", "table3.tex"]
+    )
     full = tmp_path / "full"
     assert run_command(["render", "--aggregate", str(tmp_path / "agg"), "--out", str(full)]) == 0
     assert "_No results under task-likelihood-margin (TLM) pruning._" in (full / "tables" / "table2.md").read_text()
@@ -457,8 +491,10 @@ assert not heavy, heavy
 def test_render_imports_neither_torch_nor_transformers(rendered, tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", RENDER_SNIPPET, str(rendered / "aggregate"), str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -478,8 +514,10 @@ def test_depthprune_render_command_is_light(rendered, tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "-c", snippet, "render", "--aggregate", str(rendered / "aggregate"), "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"exit {result.returncode} (3: torch/transformers imported)\n{result.stderr}"
 
 
@@ -542,8 +580,10 @@ def test_random_init_controls_get_rows_but_stay_out_of_the_paper_statistics(tmp_
     controls = pd.read_csv(out / "tables" / "controls.csv")
     assert len(controls) == 4 and set(controls["control"]) == {"ga_random", "bo_random"}
     assert controls.set_index(["calibration", "control"])["identical"].to_dict() == {
-        ("ppl_c4", "bo_random"): False, ("ppl_c4", "ga_random"): True,
-        ("tlm_cs170k", "bo_random"): False, ("tlm_cs170k", "ga_random"): True,
-    }  # fmt: skip
+        ("ppl_c4", "bo_random"): False,
+        ("ppl_c4", "ga_random"): True,
+        ("tlm_cs170k", "bo_random"): False,
+        ("tlm_cs170k", "ga_random"): True,
+    }
     observations = (out / "tables" / "observations.md").read_text()
     assert "## Random-initialisation controls" in observations and "Convergence is not a prior artefact" in observations

@@ -33,11 +33,20 @@ def samples_for(runs: dict[tuple, np.ndarray | dict], nll: dict[tuple, np.ndarra
     def block(key, benchmark, metric, values):
         model, calibration, budget, algorithm = key
         n = len(values)
-        return pd.DataFrame({
-            "model": model, "calibration": calibration, "budget": budget, "algorithm": algorithm, "removed": "",
-            "benchmark": benchmark, "unit": np.arange(n), "metric": metric,
-            "value": np.asarray(values, dtype=float), "headline": True,
-        })  # fmt: skip
+        return pd.DataFrame(
+            {
+                "model": model,
+                "calibration": calibration,
+                "budget": budget,
+                "algorithm": algorithm,
+                "removed": "",
+                "benchmark": benchmark,
+                "unit": np.arange(n),
+                "metric": metric,
+                "value": np.asarray(values, dtype=float),
+                "headline": True,
+            }
+        )
 
     for key, correct in runs.items():
         for task in TASKS:
@@ -68,7 +77,9 @@ def test_bootstrap_is_paired_seeded_and_reproduces_the_point_values():
     a = np.array([1, 0, 1, 1, 0, 1, 0, 1, 1, 0])
     b = a.copy()
     b[0] = 0  # b is a except one document
-    nll = {k: np.array([100.0, 200.0, 300.0, 400.0]) for k in [("m", "ppl_c4", 2, "one_shot"), ("m", "ppl_c4", 2, "bo")]}
+    nll = {
+        k: np.array([100.0, 200.0, 300.0, 400.0]) for k in [("m", "ppl_c4", 2, "one_shot"), ("m", "ppl_c4", 2, "bo")]
+    }
     samples = samples_for({("m", "ppl_c4", 2, "one_shot"): a, ("m", "ppl_c4", 2, "bo"): b}, nll)
     reps = document_replicates(samples, n_resamples=500, seed=3)
     again = document_replicates(samples, n_resamples=500, seed=3)
@@ -83,10 +94,16 @@ def test_bootstrap_is_paired_seeded_and_reproduces_the_point_values():
     # Perplexity replicates are exp(ΣNLL/Σtokens) of resampled windows: within [exp(1), exp(4)].
     assert (reps.avg_perplexity >= math.exp(1) - 1e-9).all() and (reps.avg_perplexity <= math.exp(4) + 1e-9).all()
     # The summary's intervals: diff to one-shot, paired.
-    summary = pd.DataFrame({
-        "model": "m", "calibration": "ppl_c4", "budget": 2, "algorithm": ["one_shot", "bo"],
-        "avg_accuracy": [a.mean(), b.mean()], "avg_perplexity": [math.exp(2.5)] * 2,
-    })  # fmt: skip
+    summary = pd.DataFrame(
+        {
+            "model": "m",
+            "calibration": "ppl_c4",
+            "budget": 2,
+            "algorithm": ["one_shot", "bo"],
+            "avg_accuracy": [a.mean(), b.mean()],
+            "avg_perplexity": [math.exp(2.5)] * 2,
+        }
+    )
     out = with_intervals(summary, reps).set_index("algorithm")
     assert out.loc["bo", "diff_one_shot"] == pytest.approx(-0.1)
     assert out.loc["bo", "diff_one_shot_ci_high"] <= 0 and out.loc["one_shot", "diff_one_shot"] == 0
@@ -99,13 +116,16 @@ def test_range_statistic_by_hand():
     cal, alg = range_shifts(grid)
     assert cal[0] == 6.0  # algorithm 0: |50 - 44|
     assert alg[0] == 7.0  # calibration 1: 51 - 44
-    summary = pd.DataFrame({
-        "model": "m", "budget": 7,
-        "calibration": ["ppl_c4"] * 3 + ["tlm_cs170k"] * 3 + ["ppl_cs170k"] * 3,
-        "algorithm": ["one_shot", "greedy", "beam"] * 3,
-        "avg_accuracy": [0.50, 0.52, 0.45, 0.44, 0.51, 0.47, 0.0, 1.0, 0.5],  # the cross-control would dominate
-        "avg_perplexity": [10.0, 20.0, 10.0, 1e4, 1e3, 1e3, 1e9, 1.0, 1.0],
-    })  # fmt: skip
+    summary = pd.DataFrame(
+        {
+            "model": "m",
+            "budget": 7,
+            "calibration": ["ppl_c4"] * 3 + ["tlm_cs170k"] * 3 + ["ppl_cs170k"] * 3,
+            "algorithm": ["one_shot", "greedy", "beam"] * 3,
+            "avg_accuracy": [0.50, 0.52, 0.45, 0.44, 0.51, 0.47, 0.0, 1.0, 0.5],  # the cross-control would dominate
+            "avg_perplexity": [10.0, 20.0, 10.0, 1e4, 1e3, 1e3, 1e9, 1.0, 1.0],
+        }
+    )
     r = range_statistic(summary).set_index(["model", "response"])
     assert r.loc[("m", "avg_accuracy_points"), "shift_calibration"] == pytest.approx(6.0)
     assert r.loc[("m", "avg_accuracy_points"), "shift_algorithm"] == pytest.approx(7.0)
@@ -135,10 +155,18 @@ def test_equal_accuracies_tie_in_ranks_rho_and_bold():
     rho = spearman_table(summary).iloc[0]["rho"]
     expected = np.corrcoef([3, 2, 1, 4], [1, 2.5, 2.5, 4])[0, 1]
     assert rho == pytest.approx(expected)
-    assert spearman_rows(np.array([[3, 2, 1, 4.0]]), np.array([[0.425, 0.45, 0.45, 0.47]]))[0] == pytest.approx(expected)
+    assert spearman_rows(np.array([[3, 2, 1, 4.0]]), np.array([[0.425, 0.45, 0.45, 0.47]]))[0] == pytest.approx(
+        expected
+    )
     # Bold: both tied cells of a tied best are bold.
-    table = ReportTable(name="t", title="T", caption="", frame=summary.assign(block=1),
-                        columns=[Column("avg_accuracy", "Avg", best="max")], block=["block"])  # fmt: skip
+    table = ReportTable(
+        name="t",
+        title="T",
+        caption="",
+        frame=summary.assign(block=1),
+        columns=[Column("avg_accuracy", "Avg", best="max")],
+        block=["block"],
+    )
     tied = summary.assign(avg_accuracy=summary["avg_accuracy"].where(summary["algorithm"] != "ga", 0.40))
     table.frame = tied.assign(block=1)
     flags = to_csv_frame(table).set_index("algorithm")["best_avg_accuracy"]
@@ -146,9 +174,20 @@ def test_equal_accuracies_tie_in_ranks_rho_and_bold():
 
 
 def _metric(algorithm, benchmark, metric, value):
-    return {"model": "m", "calibration": "ppl_c4", "budget": 7, "algorithm": algorithm, "removed": "1 2",
-            "benchmark": benchmark, "metric": metric, "value": value, "stderr": None, "n": 100, "headline": True,
-            "source": "x"}  # fmt: skip
+    return {
+        "model": "m",
+        "calibration": "ppl_c4",
+        "budget": 7,
+        "algorithm": algorithm,
+        "removed": "1 2",
+        "benchmark": benchmark,
+        "metric": metric,
+        "value": value,
+        "stderr": None,
+        "n": 100,
+        "headline": True,
+        "source": "x",
+    }
 
 
 def test_verdict_rules_use_the_interval():
@@ -167,8 +206,14 @@ def test_observations_with_intervals_on_synthetic_documents():
     interval, and a ρ whose interval straddles zero is inconclusive."""
     rng = np.random.default_rng(0)
     runs, nll = {}, {}
-    p = {("ppl_c4", "one_shot"): 0.50, ("ppl_c4", "greedy"): 0.52, ("ppl_c4", "beam"): 0.51,
-         ("tlm_cs170k", "one_shot"): 0.47, ("tlm_cs170k", "greedy"): 0.55, ("tlm_cs170k", "beam"): 0.49}  # fmt: skip
+    p = {
+        ("ppl_c4", "one_shot"): 0.50,
+        ("ppl_c4", "greedy"): 0.52,
+        ("ppl_c4", "beam"): 0.51,
+        ("tlm_cs170k", "one_shot"): 0.47,
+        ("tlm_cs170k", "greedy"): 0.55,
+        ("tlm_cs170k", "beam"): 0.49,
+    }
     base = {"ppl_c4": 2.0, "tlm_cs170k": 5.0}
     for (calibration, algorithm), prob in p.items():
         key = ("m", calibration, 7, algorithm)
@@ -179,9 +224,16 @@ def test_observations_with_intervals_on_synthetic_documents():
     rows = []
     for (_, calibration, budget, algorithm), correct in runs.items():
         key = ("m", calibration, budget, algorithm)
-        rows.append({"model": "m", "calibration": calibration, "budget": budget, "algorithm": algorithm,
-                     "avg_accuracy": round(correct.mean(), 9),
-                     "avg_perplexity": math.exp(nll[key].sum() / (100 * len(nll[key])))})  # fmt: skip
+        rows.append(
+            {
+                "model": "m",
+                "calibration": calibration,
+                "budget": budget,
+                "algorithm": algorithm,
+                "avg_accuracy": round(correct.mean(), 9),
+                "avg_perplexity": math.exp(nll[key].sum() / (100 * len(nll[key]))),
+            }
+        )
     summary = pd.DataFrame(rows)
     selections = summary.assign(removed=["1 2", "1 2", "1 3", "4 5", "4 6", "5 6"])
     obs = evaluate_observations(selections, summary, reps)

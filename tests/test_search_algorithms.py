@@ -15,7 +15,12 @@ from depthprune.search.runner import run_search
 from depthprune.search.synthetic import SyntheticEvaluator, random_objective
 
 # Small settings that keep every algorithm fast on N <= 12 (defaults otherwise).
-FAST = {"bo": {"n_trials": 40}, "ga": {"generations": 5}, "bo_random": {"n_trials": 40}, "ga_random": {"generations": 5}}
+FAST = {
+    "bo": {"n_trials": 40},
+    "ga": {"generations": 5},
+    "bo_random": {"n_trials": 40},
+    "ga_random": {"generations": 5},
+}
 # The random-initialisation controls carry no guarantee of finding an additive optimum in a small budget.
 GUIDED = [name for name in ALGORITHMS if name not in ("ga_random", "bo_random")]
 
@@ -27,7 +32,9 @@ def brute_force(ev: SyntheticEvaluator, budget: int) -> tuple[tuple[int, ...], f
 
 
 def search(ev, name, budget, tmp_path, seed=0, **params):
-    return run_search(ev, name, budget, ev.prior(), seed=seed, workdir=tmp_path / name, params={**FAST.get(name, {}), **params})
+    return run_search(
+        ev, name, budget, ev.prior(), seed=seed, workdir=tmp_path / name, params={**FAST.get(name, {}), **params}
+    )
 
 
 def greedy_trap() -> SyntheticEvaluator:
@@ -237,7 +244,9 @@ def test_annealing_reaches_the_exact_minimum():
     linear = rng.standard_normal(n)
     quadratic = rng.standard_normal((n, n))
     exact = exact_lowest(linear, quadratic, m, 16, chunk_size=1000)
-    annealed = anneal_lowest(linear, quadratic, m, 16, np.random.default_rng(0), restarts=8, steps=3000, final_ratio=1e-3)
+    annealed = anneal_lowest(
+        linear, quadratic, m, 16, np.random.default_rng(0), restarts=8, steps=3000, final_ratio=1e-3
+    )
     assert annealed[0][1] == exact[0][1]
     assert len({c for _, c in annealed}) == len(annealed) == 16
     assert [e for e, _ in annealed] == sorted(e for e, _ in annealed)

@@ -40,7 +40,9 @@ print(json.dumps({{
 
 
 def run_script(workdir, delay: float) -> dict:
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(workdir), str(delay)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(workdir), str(delay)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -66,7 +68,9 @@ def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
     workdir = tmp_path / "killed"
     delay = 0.1
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", SCRIPT, str(workdir), str(delay)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(workdir), str(delay)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 240
         while completed_trials(workdir) < 12:  # past the 10 random start-up trials

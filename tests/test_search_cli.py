@@ -17,17 +17,43 @@ from depthprune.search.runner import TRACE_COLUMNS, run_search
 
 SMALL = {"bo": {"n_trials": 15}, "ga": {"generations": 3}}
 SELECTION_FIELDS = [
-    "model", "calibration", "budget", "algorithm", "removed", "n_layers", "loss", "calibration_perplexity",
-    "calibration_accuracy", "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds", "seed", "dtype",
-    "hyperparameters", "diagnostics", "versions",
-]  # fmt: skip
+    "model",
+    "calibration",
+    "budget",
+    "algorithm",
+    "removed",
+    "n_layers",
+    "loss",
+    "calibration_perplexity",
+    "calibration_accuracy",
+    "distinct_evaluations",
+    "memo_hits",
+    "blocks_run",
+    "search_seconds",
+    "prior_seconds",
+    "seed",
+    "dtype",
+    "hyperparameters",
+    "diagnostics",
+    "versions",
+]
 
 
 def calibration_args(model_dir, data_dir, calibration):
     return [
-        "--model", str(model_dir), "--calibration", calibration, "--data-dir", str(data_dir),
-        "--n-samples", "4", "--seq-len", "32", "--seed", "0",
-    ]  # fmt: skip
+        "--model",
+        str(model_dir),
+        "--calibration",
+        calibration,
+        "--data-dir",
+        str(data_dir),
+        "--n-samples",
+        "4",
+        "--seq-len",
+        "32",
+        "--seed",
+        "0",
+    ]
 
 
 @pytest.fixture(scope="module", params=["ppl_c4", "tlm_cs170k"])
@@ -47,7 +73,9 @@ def test_every_algorithm_on_a_tiny_model(evaluator_and_prior, tmp_path):
     calibration, evaluator, prior, _ = evaluator_and_prior
     budget = 3
     results = {
-        name: run_search(evaluator, name, budget, prior["scores"], seed=0, workdir=tmp_path / name, params=SMALL.get(name))
+        name: run_search(
+            evaluator, name, budget, prior["scores"], seed=0, workdir=tmp_path / name, params=SMALL.get(name)
+        )
         for name in ALGORITHMS
     }
     for name, result in results.items():
@@ -68,10 +96,25 @@ def test_search_command_writes_selection_and_trace(evaluator_and_prior, tiny_mod
     selection, trace = tmp_path / "out" / "selection.json", tmp_path / "out" / "trace.csv"
     status = main(
         [
-            "search", *calibration_args(tiny_model_dir, data_dir, calibration), "--name", "tiny8",
-            "--algorithm", "cbo", "--budget", "2", "--prior", str(prior_path), "--workdir", str(tmp_path / "work"),
-            "--param", "rerank=4", "--out-selection", str(selection), "--out-trace", str(trace),
-        ]  # fmt: skip
+            "search",
+            *calibration_args(tiny_model_dir, data_dir, calibration),
+            "--name",
+            "tiny8",
+            "--algorithm",
+            "cbo",
+            "--budget",
+            "2",
+            "--prior",
+            str(prior_path),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--param",
+            "rerank=4",
+            "--out-selection",
+            str(selection),
+            "--out-trace",
+            str(trace),
+        ]
     )
     assert status == 0
     doc = json.loads(selection.read_text())
@@ -95,8 +138,21 @@ def test_search_command_writes_selection_and_trace(evaluator_and_prior, tiny_mod
 def test_unknown_param_is_a_clear_error(tmp_path, capsys):
     prior = tmp_path / "prior.json"
     prior.write_text(json.dumps({"calibration": "ppl_c4", "n_layers": 8, "scores": [1.0] * 8}))
-    common = ["search", "--model", "tiny:llama-8", "--calibration", "ppl_c4", "--prior", str(prior),
-              "--workdir", str(tmp_path), "--out-selection", str(tmp_path / "s.json"), "--out-trace", str(tmp_path / "t.csv")]  # fmt: skip
+    common = [
+        "search",
+        "--model",
+        "tiny:llama-8",
+        "--calibration",
+        "ppl_c4",
+        "--prior",
+        str(prior),
+        "--workdir",
+        str(tmp_path),
+        "--out-selection",
+        str(tmp_path / "s.json"),
+        "--out-trace",
+        str(tmp_path / "t.csv"),
+    ]
     assert main([*common, "--algorithm", "ga", "--budget", "3", "--param", "popsize=8"]) == 2
     err = capsys.readouterr().err
     assert "'popsize'" in err and "elitism" in err and "population" in err
@@ -108,7 +164,9 @@ def test_unknown_param_is_a_clear_error(tmp_path, capsys):
 
 
 def test_param_values_are_yaml_scalars():
-    assert parse_params(["exact_limit=5e6", "elitism=0.25", "coefficients=ablation", "prior_seeded=false", "n_trials=15"]) == {
+    assert parse_params(
+        ["exact_limit=5e6", "elitism=0.25", "coefficients=ablation", "prior_seeded=false", "n_trials=15"]
+    ) == {
         "exact_limit": 5_000_000,
         "elitism": 0.25,
         "coefficients": "ablation",
@@ -126,5 +184,5 @@ def test_bench_param_overrides_are_per_algorithm():
         "bo": {"n_trials": 5, "multivariate": False},
         "ga": {"generations": 2},
     }
-    with pytest.raises(ValueError, match="ALGORITHM.KEY=VALUE"):
+    with pytest.raises(ValueError, match=r"ALGORITHM\.KEY=VALUE"):
         algorithm_params(["n_trials=5"])

@@ -86,8 +86,15 @@ def test_ga_random_ignores_the_prior(tmp_path):
     prior = ev.prior()
     reversed_prior = prior.max() + prior.min() - prior  # the worst layers look best
     a = run_search(ev, "ga_random", 4, prior, seed=3, workdir=tmp_path / "a", params={"generations": 2})
-    b = run_search(random_objective(14, seed=5, interaction=0.2), "ga_random", 4, reversed_prior, seed=3,
-                   workdir=tmp_path / "b", params={"generations": 2})  # fmt: skip
+    b = run_search(
+        random_objective(14, seed=5, interaction=0.2),
+        "ga_random",
+        4,
+        reversed_prior,
+        seed=3,
+        workdir=tmp_path / "b",
+        params={"generations": 2},
+    )
     assert [e.removed for e in a.trace] == [e.removed for e in b.trace]
     guided = run_search(ev, "ga", 4, prior, seed=3, workdir=tmp_path / "c", params={"generations": 2})
     assert guided.trace[0].removed == tuple(sorted(np.argsort(prior, kind="stable")[:4].tolist()))
@@ -173,10 +180,14 @@ def test_cbo_derivatives_of_a_bfloat16_model_are_float32_ones(tiny_model_dir, da
     from depthprune.models.loading import LoadedModel
 
     tiny = load_model(str(tiny_model_dir), device="cpu")
-    objective = build_objective("ppl_c4", tiny.tokenizer, data_dir=data_dir, n_samples=2, seq_len=24, seed=1, token_budget=128)
+    objective = build_objective(
+        "ppl_c4", tiny.tokenizer, data_dir=data_dir, n_samples=2, seq_len=24, seed=1, token_budget=128
+    )
 
     def evaluator(model):
-        return SubsetEvaluator(LoadedModel(model, tiny.tokenizer, tiny.spec, tiny.name, tiny.path), objective, calibration="ppl_c4")
+        return SubsetEvaluator(
+            LoadedModel(model, tiny.tokenizer, tiny.spec, tiny.name, tiny.path), objective, calibration="ppl_c4"
+        )
 
     bf16 = copy.deepcopy(tiny.model).to(torch.bfloat16)
     grad, hess = evaluator(bf16).gate_derivatives()
@@ -225,8 +236,16 @@ def test_cbo_derivatives_see_the_shared_context_rows(tiny_model_dir, data_dir):
     tiny = load_model(str(tiny_model_dir), device="cpu")
     derivatives = {}
     for shared in (True, False):
-        objective = build_objective("tlm_cs170k", tiny.tokenizer, data_dir=data_dir, n_samples=4, seq_len=48,
-                                    seed=1, token_budget=512, shared_context=shared)  # fmt: skip
+        objective = build_objective(
+            "tlm_cs170k",
+            tiny.tokenizer,
+            data_dir=data_dir,
+            n_samples=4,
+            seq_len=48,
+            seed=1,
+            token_budget=512,
+            shared_context=shared,
+        )
         assert any(b.branch_ids is not None for b in objective.batches) == shared
         derivatives[shared] = SubsetEvaluator(tiny, objective, calibration="tlm_cs170k").gate_derivatives()
     (g_shared, h_shared), (g_separate, h_separate) = derivatives[True], derivatives[False]

@@ -37,8 +37,12 @@ def long_items(data_dir):
         item = TLMItem(question=question, candidates=candidates, gold=k % len(candidates))
         items.append(item)
         requests.append(text_requests(item))
-    blank = TLMItem(question=" ".join(docs[5].split()[:30]) + " _ " + " ".join(docs[5].split()[30:50]),
-                    candidates=("the river", "a mountain"), gold=1, blank=True)
+    blank = TLMItem(
+        question=" ".join(docs[5].split()[:30]) + " _ " + " ".join(docs[5].split()[30:50]),
+        candidates=("the river", "a mountain"),
+        gold=1,
+        blank=True,
+    )
     items.append(blank)
     requests.append(text_requests(blank))
     return items, requests

@@ -37,8 +37,24 @@ def _mirror(tmp_path, data_dir, c4_rows=None, cs_rows=None) -> Path:
 
 
 def _prior_argv(model, mirror, tmp_path, calibration="ppl_c4", *extra):
-    return ["prior", "--model", str(model), "--calibration", calibration, "--data-dir", str(mirror),
-            "--n-samples", "20", "--seq-len", "16", "--device", "cpu", "--out", str(tmp_path / "p.json"), *extra]
+    return [
+        "prior",
+        "--model",
+        str(model),
+        "--calibration",
+        calibration,
+        "--data-dir",
+        str(mirror),
+        "--n-samples",
+        "20",
+        "--seq-len",
+        "16",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "p.json"),
+        *extra,
+    ]
 
 
 def test_c4_row_without_text_names_file_line_and_field(tiny_model_dir, data_dir, tmp_path, capsys, no_model_load):
@@ -65,8 +81,9 @@ def test_commonsense_rows_are_numbered_from_one(tiny_model_dir, data_dir, tmp_pa
         (["--seq-len", "1"], "seq_len"),
     ],
 )
-def test_prior_options_fail_before_the_model_load(extra, message, tiny_model_dir, data_dir, tmp_path, capsys,
-                                                  no_model_load):  # fmt: skip
+def test_prior_options_fail_before_the_model_load(
+    extra, message, tiny_model_dir, data_dir, tmp_path, capsys, no_model_load
+):
     mirror = _mirror(tmp_path, data_dir)
     assert main([*_prior_argv(tiny_model_dir, mirror, tmp_path), *extra]) == 2
     assert message in capsys.readouterr().err
@@ -84,9 +101,27 @@ def test_hyperparameter_ranges_on_the_cli(param, message, tiny_model_dir, tmp_pa
     algorithm = "beam" if param.startswith("beam") else "ga"
     prior = tmp_path / "prior.json"
     prior.write_text(json.dumps({"calibration": "ppl_c4", "n_layers": 8, "scores": [1.0] * 8}))
-    argv = ["search", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--algorithm", algorithm,
-            "--budget", "2", "--prior", str(prior), "--workdir", str(tmp_path / "w"), "--param", param,
-            "--out-selection", str(tmp_path / "s.json"), "--out-trace", str(tmp_path / "t.csv")]  # fmt: skip
+    argv = [
+        "search",
+        "--model",
+        str(tiny_model_dir),
+        "--calibration",
+        "ppl_c4",
+        "--algorithm",
+        algorithm,
+        "--budget",
+        "2",
+        "--prior",
+        str(prior),
+        "--workdir",
+        str(tmp_path / "w"),
+        "--param",
+        param,
+        "--out-selection",
+        str(tmp_path / "s.json"),
+        "--out-trace",
+        str(tmp_path / "t.csv"),
+    ]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
@@ -110,21 +145,39 @@ def test_schema_states_the_ranges_each_algorithm_declares():
 
 
 def test_empty_tasks_is_an_error(tiny_model_dir, tmp_path, capsys, no_model_load):
-    assert main(["evaluate", "--model", str(tiny_model_dir), "--tasks", "", "--out-metrics", str(tmp_path / "m.csv")]) == 2
+    assert (
+        main(["evaluate", "--model", str(tiny_model_dir), "--tasks", "", "--out-metrics", str(tmp_path / "m.csv")]) == 2
+    )
     assert "--tasks '': no benchmark named" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- prior checks
 
-EXPECTED = {"model_fingerprint": "abc", "calibration": "ppl_c4", "n_samples": 4, "seq_len": 32, "seed": 0,
-            "tlm_format": None, "dtype": "float32", "protected": [], "scoring_version": 1}  # fmt: skip
+EXPECTED = {
+    "model_fingerprint": "abc",
+    "calibration": "ppl_c4",
+    "n_samples": 4,
+    "seq_len": 32,
+    "seed": 0,
+    "tlm_format": None,
+    "dtype": "float32",
+    "protected": [],
+    "scoring_version": 1,
+}
 
 
 @pytest.mark.parametrize(
     "field, other",
-    [("model_fingerprint", "def"), ("calibration", "ppl_cs170k"), ("n_samples", 8), ("seq_len", 64), ("seed", 1),
-     ("dtype", "bfloat16"), ("protected", [0])],
-)  # fmt: skip
+    [
+        ("model_fingerprint", "def"),
+        ("calibration", "ppl_cs170k"),
+        ("n_samples", 8),
+        ("seq_len", 64),
+        ("seed", 1),
+        ("dtype", "bfloat16"),
+        ("protected", [0]),
+    ],
+)
 def test_search_refuses_a_prior_computed_otherwise(field, other):
     prior = {"scores": [1.0] * 8, "evaluator": {**EXPECTED, field: other}}
     with pytest.raises(ValueError, match=f"prior computed with {field}="):
@@ -132,14 +185,48 @@ def test_search_refuses_a_prior_computed_otherwise(field, other):
     check_prior("prior.json", {"scores": [1.0] * 8, "evaluator": dict(EXPECTED)}, EXPECTED)
 
 
-def test_search_cli_refuses_another_models_prior_before_loading(tiny_model_dir, data_dir, tmp_path, capsys,
-                                                               no_model_load):  # fmt: skip
+def test_search_cli_refuses_another_models_prior_before_loading(
+    tiny_model_dir, data_dir, tmp_path, capsys, no_model_load
+):
     prior = tmp_path / "prior.json"
-    prior.write_text(json.dumps({"calibration": "ppl_c4", "n_layers": 8, "scores": [1.0] * 8,
-                                 "evaluator": {**EXPECTED, "model_fingerprint": "from-another-model"}}))
-    argv = ["search", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--algorithm", "greedy",
-            "--budget", "2", "--prior", str(prior), "--workdir", str(tmp_path / "w"), "--data-dir", str(data_dir),
-            "--n-samples", "4", "--seq-len", "32", "--device", "cpu", "--dtype", "float32",
-            "--out-selection", str(tmp_path / "s.json"), "--out-trace", str(tmp_path / "t.csv")]  # fmt: skip
+    prior.write_text(
+        json.dumps(
+            {
+                "calibration": "ppl_c4",
+                "n_layers": 8,
+                "scores": [1.0] * 8,
+                "evaluator": {**EXPECTED, "model_fingerprint": "from-another-model"},
+            }
+        )
+    )
+    argv = [
+        "search",
+        "--model",
+        str(tiny_model_dir),
+        "--calibration",
+        "ppl_c4",
+        "--algorithm",
+        "greedy",
+        "--budget",
+        "2",
+        "--prior",
+        str(prior),
+        "--workdir",
+        str(tmp_path / "w"),
+        "--data-dir",
+        str(data_dir),
+        "--n-samples",
+        "4",
+        "--seq-len",
+        "32",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--out-selection",
+        str(tmp_path / "s.json"),
+        "--out-trace",
+        str(tmp_path / "t.csv"),
+    ]
     assert main(argv) == 2
     assert "prior computed with model_fingerprint='from-another-model'" in capsys.readouterr().err

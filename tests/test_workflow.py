@@ -30,9 +30,7 @@ def run_snakemake(*args: str, workdir: Path | None = None, env: dict | None = No
     command = list(SNAKEMAKE)
     if workdir is not None:
         command += ["--directory", str(workdir)]
-    proc = subprocess.run(
-        command + list(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run(command + list(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -133,9 +131,7 @@ def test_lint_and_format():
     snakefmt = shutil.which("snakefmt")
     if snakefmt is None:
         pytest.skip("snakefmt not installed")
-    fmt = subprocess.run(
-        [snakefmt, "--check", "Snakefile", "workflow/"], cwd=REPO, capture_output=True, text=True
-    )
+    fmt = subprocess.run([snakefmt, "--check", "Snakefile", "workflow/"], cwd=REPO, capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stderr
 
 
@@ -217,8 +213,10 @@ class StandInRun:
         self.calls_file = root / "calls.jsonl"
         self.env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_CALLS=str(self.calls_file))
         self.config_args = [
-            "--configfile", str(REPO / "config.yaml"), str(REPO / "config" / "smoke.yaml"),
-        ]  # fmt: skip
+            "--configfile",
+            str(REPO / "config.yaml"),
+            str(REPO / "config" / "smoke.yaml"),
+        ]
 
     def args(self, *args: str, config: tuple[str, ...] = ()) -> list[str]:
         return [*self.config_args, "--config", "algorithms=[" + ",".join(SEVEN[:-1]) + "]", *config, *args]
@@ -259,24 +257,36 @@ def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
     evaluations = [w for rule, w in jobs if rule == "evaluate_selection"]
     assert {w["algorithm"] for w in evaluations} == {"ga"}
     assert Counter(rule for rule, _ in jobs) == {
-        "search": 4, "evaluate_selection": 4, "aggregate": 1, "render": 1, "all": 1,
-    }  # fmt: skip
+        "search": 4,
+        "evaluate_selection": 4,
+        "aggregate": 1,
+        "render": 1,
+        "all": 1,
+    }
 
 
 def test_adding_a_budget_runs_only_its_jobs(finished):
     jobs = planned_jobs(finished.run("-n", config=("budgets=[2,3,4]",)).stdout)
     assert {w["budget"] for rule, w in jobs if rule in ("search", "evaluate_selection")} == {"4"}
     assert Counter(rule for rule, _ in jobs) == {
-        "search": 12, "evaluate_selection": 12, "aggregate": 1, "render": 1, "all": 1,
-    }  # fmt: skip
+        "search": 12,
+        "evaluate_selection": 12,
+        "aggregate": 1,
+        "render": 1,
+        "all": 1,
+    }
 
 
 def test_adding_an_algorithm_runs_only_its_jobs(finished):
     jobs = planned_jobs(finished.run("-n", config=(f"algorithms=[{','.join(SEVEN)}]",)).stdout)
     assert {w["algorithm"] for rule, w in jobs if rule in ("search", "evaluate_selection")} == {"fast_block_select"}
     assert Counter(rule for rule, _ in jobs) == {
-        "search": 4, "evaluate_selection": 4, "aggregate": 1, "render": 1, "all": 1,
-    }  # fmt: skip
+        "search": 4,
+        "evaluate_selection": 4,
+        "aggregate": 1,
+        "render": 1,
+        "all": 1,
+    }
 
 
 def test_adding_a_model_runs_only_its_jobs(finished):
@@ -297,8 +307,9 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
     run = StandInRun(tmp_path)
     command = [*SNAKEMAKE, "--directory", str(run.workdir), *run.args("--cores", "1", "--rerun-incomplete")]
     blocking = dict(run.env, FAKE_BLOCK_ALGORITHM="bo")
-    proc = subprocess.Popen(command, cwd=REPO, env=blocking, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        command, cwd=REPO, env=blocking, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 120
         while not any(c["command"] == "search" and "bo" in c["argv"] for c in run.calls()):
@@ -317,7 +328,9 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
 
     after = run.calls()
     assert not done_before & {tuple(c["argv"]) for c in after}, "a finished job ran again"
-    resumed_bo = [c for c in after if c["command"] == "search" and c["argv"][c["argv"].index("--algorithm") + 1] == "bo"]
+    resumed_bo = [
+        c for c in after if c["command"] == "search" and c["argv"][c["argv"].index("--algorithm") + 1] == "bo"
+    ]
     killed_bo = [c for c in before if c["command"] == "search" and "bo" in c["argv"]]
     assert killed_bo[0]["argv"] in [c["argv"] for c in resumed_bo]
     assert all(c["workdir_existed"] for c in resumed_bo if c["argv"] == killed_bo[0]["argv"])  # the study survived
@@ -354,9 +367,18 @@ def test_forced_rule_recomputes_without_reading_its_cache(finished):
 def test_memo_journal_is_not_a_param_and_slurm_selects_delete(finished):
     assert "Nothing to be done" in finished.run("-n", config=("evaluator={memo_journal: delete}",)).stdout
     output = run_snakemake(
-        "-n", "-p", "--workflow-profile", "workflow/profiles/slurm", "--executor", "local",
-        "--configfile", "config.yaml", "config/smoke.yaml", "--forcerun", "prior",
-    ).stdout  # fmt: skip
+        "-n",
+        "-p",
+        "--workflow-profile",
+        "workflow/profiles/slurm",
+        "--executor",
+        "local",
+        "--configfile",
+        "config.yaml",
+        "config/smoke.yaml",
+        "--forcerun",
+        "prior",
+    ).stdout
     priors = [line for line in output.splitlines() if "depthprune" in line and " prior " in line]
     assert priors and all("--memo-journal delete" in line for line in priors)
 

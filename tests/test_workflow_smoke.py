@@ -42,10 +42,21 @@ def smoke_run(tmp_path_factory):
     workdir.mkdir()
     out = {name: root / name for name in ("results", "figures")}
     base = [
-        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--configfile", str(REPO / "config.yaml"), str(REPO / "config" / "smoke.yaml"),
-        "--config", f"data_dir={data_dir}", f"results_dir={out['results']}", f"figures_dir={out['figures']}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(REPO / "config.yaml"),
+        str(REPO / "config" / "smoke.yaml"),
+        "--config",
+        f"data_dir={data_dir}",
+        f"results_dir={out['results']}",
+        f"figures_dir={out['figures']}",
+    ]
 
     def snakemake(*args: str, timeout: int = 1500) -> str:
         proc = subprocess.run([*base, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
@@ -133,7 +144,15 @@ def test_intervals_observations_and_paper_comparison(smoke_run):
     assert {"diff_one_shot", "diff_one_shot_ci_low", "diff_one_shot_ci_high"} <= set(table4.columns)
     observations = pd.read_csv(tables / "observations.csv")
     assert list(observations.columns)[:8] == [
-        "claim", "scope", "statistic", "value", "ci_low", "ci_high", "paper_value", "verdict"]  # fmt: skip
+        "claim",
+        "scope",
+        "statistic",
+        "value",
+        "ci_low",
+        "ci_high",
+        "paper_value",
+        "verdict",
+    ]
     assert {"claim", "statistic", "value", "ci_low", "ci_high", "paper_value", "verdict"} <= set(observations.columns)
     assert observations["ci_low"].notna().any()
     assert (tables / "paper_comparison.md").stat().st_size > 0
@@ -166,9 +185,14 @@ def test_report_holds_every_figure_and_table(smoke_run):
 def test_readme_commands_plan_only_what_they_name_after_the_study(smoke_run):
     """After a study run with the offline mirror, `figures --forcerun render` (no data_dir given, as
     in the README) plans only render, and another data_dir plans nothing: it is not a param."""
+
     def config(data_dir):  # a second --config replaces the first one's list: repeat the folders
-        return ["--config", f"data_dir={data_dir}", f"results_dir={smoke_run['results']}",
-                f"figures_dir={smoke_run['figures']}"]  # fmt: skip
+        return [
+            "--config",
+            f"data_dir={data_dir}",
+            f"results_dir={smoke_run['results']}",
+            f"figures_dir={smoke_run['figures']}",
+        ]
 
     output = smoke_run["snakemake"]("-n", "figures", "--forcerun", "render", *config("null"))
     assert executed_rules(output) == {"render", "figures"}, output[-3000:]

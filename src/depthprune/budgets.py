@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from fractions import Fraction
-from typing import Iterable
 
 PAPER_FRACTIONS = ("7/32", "9/32")
 _FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")

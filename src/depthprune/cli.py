@@ -11,7 +11,7 @@ import contextlib
 import importlib
 import logging
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 COMMANDS = (
     "depthprune.models.cli",  # prepare-model, export

@@ -12,10 +12,18 @@ from depthprune.io import parse_layers
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
-    group.add_argument("--model", required=True, help="hub id, local folder, gguf:<file>, embedded:smollm2-135m, embedded:gemma3-270m or tiny:<family>-<blocks>")
+    group.add_argument(
+        "--model",
+        required=True,
+        help="hub id, local folder, gguf:<file>, embedded:smollm2-135m, embedded:gemma3-270m or tiny:<family>-<blocks>",
+    )
     group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
-    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32")
+    group.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32",
+    )
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
 
@@ -28,14 +36,22 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
         help="name written into outputs as the calibration (a calibration-size study's variant, "
         "e.g. tlm_cs170k-n16; default: --calibration)",
     )
-    group.add_argument("--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)")
+    group.add_argument(
+        "--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)"
+    )
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
     group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
-    group.add_argument("--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (docs/method.md §2)")
-    group.add_argument("--tlm-context", default="shared", choices=["shared", "separate"],
-                       help="TLM items: the context once, candidates as branches of one tree-masked row "
-                            "(shared; same losses, less compute) or one sequence per candidate (separate)")
+    group.add_argument(
+        "--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (docs/method.md §2)"
+    )
+    group.add_argument(
+        "--tlm-context",
+        default="shared",
+        choices=["shared", "separate"],
+        help="TLM items: the context once, candidates as branches of one tree-masked row "
+        "(shared; same losses, less compute) or one sequence per candidate (separate)",
+    )
     group.add_argument("--c4-dataset", default=DEFAULT_C4_DATASET, help="hub id of C4")
     group.add_argument("--cs170k-dataset", default=DEFAULT_CS170K_DATASET, help="hub id of Commonsense 170k")
 
@@ -44,13 +60,21 @@ def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("subset evaluator")
     group.add_argument("--token-budget", type=int, default=16384, help="max padded tokens per forward micro-batch")
     group.add_argument("--state-device", default="auto", help="where cached hidden states live (auto: model device)")
-    group.add_argument("--state-cache-gib", type=float, default=None,
-                       help="state cache size (default: half the free GPU memory, or an eighth of RAM up to 8 GiB)")
+    group.add_argument(
+        "--state-cache-gib",
+        type=float,
+        default=None,
+        help="state cache size (default: half the free GPU memory, or an eighth of RAM up to 8 GiB)",
+    )
     group.add_argument("--memo", help="SQLite file shared by searches of the same model and calibration")
     group.add_argument("--no-cache", action="store_true", help="naive mode: every set from scratch, no memo")
     group.add_argument("--protected", default="", help="layers never removed, e.g. '0 29'")
-    group.add_argument("--memo-journal", default="wal", choices=["wal", "delete"],
-                       help="SQLite journal of --memo: wal (one machine) or delete (network filesystem, several nodes)")
+    group.add_argument(
+        "--memo-journal",
+        default="wal",
+        choices=["wal", "delete"],
+        help="SQLite journal of --memo: wal (one machine) or delete (network filesystem, several nodes)",
+    )
     add_recompute_arg(parser)
 
 
@@ -62,9 +86,11 @@ def recompute_default() -> bool:
 
 def add_recompute_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--recompute", action="store_true", default=recompute_default(),
+        "--recompute",
+        action="store_true",
+        default=recompute_default(),
         help="compute everything again without reading this command's cache (memo, evaluation cache, BO "
-             "study); the new results replace the cached ones (default: on if DEPTHPRUNE_RECOMPUTE=1)",
+        "study); the new results replace the cached ones (default: on if DEPTHPRUNE_RECOMPUTE=1)",
     )
 
 
@@ -121,15 +147,22 @@ def check_calibration_inputs(args, n_layers: int | None = None):
     from depthprune.calibration.objectives import check_sizes, load_calibration_samples
 
     if args.n_samples < 1:
-        raise ValueError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {args.n_samples})")
+        raise ValueError(
+            f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {args.n_samples})"
+        )
     check_sizes(args.seq_len)
     if args.token_budget < 1:
         raise ValueError(f"--token-budget must be positive (got {args.token_budget})")
     protected = parse_layers(args.protected)
     check_protected(protected, n_layers if n_layers is not None else model_layers_without_loading(args))
     return load_calibration_samples(
-        args.calibration, args.data_dir, n_samples=args.n_samples, seed=args.seed, tlm_format=args.tlm_format,
-        c4_dataset=args.c4_dataset, cs170k_dataset=args.cs170k_dataset,
+        args.calibration,
+        args.data_dir,
+        n_samples=args.n_samples,
+        seed=args.seed,
+        tlm_format=args.tlm_format,
+        c4_dataset=args.c4_dataset,
+        cs170k_dataset=args.cs170k_dataset,
     )
 
 

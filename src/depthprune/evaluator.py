@@ -27,8 +27,8 @@ import json
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -167,7 +167,9 @@ class SubsetEvaluator:
         self.head_chunk = head_chunk
         self.device = loaded.device
         self.state_device = self.device if state_device == "auto" else torch.device(state_device)
-        budget = default_state_budget(self.state_device) if state_cache_gib is None else int(state_cache_gib * (1 << 30))
+        budget = (
+            default_state_budget(self.state_device) if state_cache_gib is None else int(state_cache_gib * (1 << 30))
+        )
         self.states = StateCache(budget if use_cache else 0)
         self.stats = EvaluatorStats()
         self._memo: dict[tuple[int, ...], tuple[float, float | None, float]] = {}
@@ -324,7 +326,9 @@ class SubsetEvaluator:
         # Shared-context rows: the tree mask replaces the model's mask first, so it is also what is
         # captured and replayed (hooks run in registration order).
         with tree_masks(self.model, self.family, self.blocks, self.objective.batches) as tree:
-            handles = [blk.register_forward_pre_hook(block_hook(j), with_kwargs=True) for j, blk in enumerate(self.blocks)]
+            handles = [
+                blk.register_forward_pre_hook(block_hook(j), with_kwargs=True) for j, blk in enumerate(self.blocks)
+            ]
             handles.append(final_norm.register_forward_pre_hook(norm_hook))
             try:
                 for batch in self.objective.batches:
@@ -345,7 +349,9 @@ class SubsetEvaluator:
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
         self._remember((), loss, acc, seconds)
-        return EvalRecord((), loss, acc, memo_hit=False, blocks_run=self.n_layers, seconds=seconds, cost_seconds=seconds)
+        return EvalRecord(
+            (), loss, acc, memo_hit=False, blocks_run=self.n_layers, seconds=seconds, cost_seconds=seconds
+        )
 
     def _dense_checkpoints(self) -> set[int]:
         """Blocks j in 1..N−1 whose dense input state is kept: all of them if half the cache holds them."""
@@ -360,7 +366,7 @@ class SubsetEvaluator:
         if fits <= 0:
             return set()
         log.warning("state cache holds %d of %d dense states; the others are recomputed when needed", fits, inner)
-        return {int(round(x)) for x in np.linspace(1, inner, fits)}
+        return {round(x) for x in np.linspace(1, inner, fits)}
 
     def _run_block(self, j: int, state: State) -> State:
         block = self.blocks[j]
@@ -438,12 +444,15 @@ class SubsetEvaluator:
         self._remember(key, loss, acc, seconds)
         if self.progress is not None:
             self.progress.step(blocks_run=self.stats.blocks_run)
-        return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds,
-                          cost_seconds=seconds)
+        return EvalRecord(
+            key, loss, acc, memo_hit=False, blocks_run=self._blocks_this_call, seconds=seconds, cost_seconds=seconds
+        )
 
     def _token_logprobs(self, b: int, final_hidden: torch.Tensor) -> torch.Tensor:
         """log p(target) at the scored positions of batch b; the LM head runs only there."""
-        return scored_logprobs(self.model, self.family, self.objective.batches[b], final_hidden, self.device, self.head_chunk)
+        return scored_logprobs(
+            self.model, self.family, self.objective.batches[b], final_hidden, self.device, self.head_chunk
+        )
 
     def _loss_of_state(self, final_state: State) -> tuple[float, float | None]:
         logprobs = [self._token_logprobs(b, hidden) for b, hidden in enumerate(final_state)]

@@ -67,7 +67,12 @@ def gate_derivatives(
             del work
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-    log.info("gate derivatives (%s): %d Hessian rows in %.1fs", str(dtype).replace("torch.", ""), n, time.perf_counter() - started)
+    log.info(
+        "gate derivatives (%s): %d Hessian rows in %.1fs",
+        str(dtype).replace("torch.", ""),
+        n,
+        time.perf_counter() - started,
+    )
     hess = 0.5 * (hess + hess.T)  # symmetric up to float error
     return grad.numpy(), hess.numpy(), dtype
 

@@ -13,8 +13,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -70,7 +71,9 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
         if path.exists() or path.is_symlink():
             if not replace:
                 return
-            backup = Path(tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.old.", suffix=TMP_DIR_SUFFIX, dir=path.parent))
+            backup = Path(
+                tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.old.", suffix=TMP_DIR_SUFFIX, dir=path.parent)
+            )
             os.rmdir(backup)
             os.replace(path, backup)
         try:

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from depthprune.io import format_layers
 
-
 JOURNAL_MODES = ("wal", "delete")
 _RETRIES = 30
 
@@ -33,7 +32,9 @@ _RETRIES = 30
 class SqliteMemo:
     def __init__(self, path: str | Path, config_key: str, description: dict, journal: str = "wal"):
         if journal not in JOURNAL_MODES:
-            raise ValueError(f"memo journal mode {journal!r} (option memo_journal): expected one of {', '.join(JOURNAL_MODES)}")
+            raise ValueError(
+                f"memo journal mode {journal!r} (option memo_journal): expected one of {', '.join(JOURNAL_MODES)}"
+            )
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.config_key = config_key
@@ -57,7 +58,7 @@ class SqliteMemo:
             try:
                 return self._db.execute(sql, args).fetchall()
             except sqlite3.OperationalError as err:
-                if "locked" not in str(err) and "busy" not in str(err) or attempt == _RETRIES - 1:
+                if ("locked" not in str(err) and "busy" not in str(err)) or attempt == _RETRIES - 1:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 2.0)
@@ -70,15 +71,17 @@ class SqliteMemo:
     def get(self, removed: tuple[int, ...]) -> tuple[float, float | None, float] | None:
         """(loss, accuracy, compute seconds when first computed), or None."""
         rows = self._run(
-            "SELECT loss, accuracy, seconds FROM losses WHERE config = ? AND removed = ?", (self.config_key, format_layers(removed))
+            "SELECT loss, accuracy, seconds FROM losses WHERE config = ? AND removed = ?",
+            (self.config_key, format_layers(removed)),
         )
         if not rows:
             return None
         row = rows[0]
         return float(row[0]), None if row[1] is None else float(row[1]), float(row[2])
 
-    def put(self, removed: tuple[int, ...], loss: float, accuracy: float | None, seconds: float,
-            replace: bool = False) -> None:
+    def put(
+        self, removed: tuple[int, ...], loss: float, accuracy: float | None, seconds: float, replace: bool = False
+    ) -> None:
         # IGNORE keeps the first computation (its seconds are the set's cost); a recomputed loss
         # (--recompute, replace=True) supersedes the stored one.
         verb = "REPLACE" if replace else "IGNORE"

@@ -37,7 +37,9 @@ def compute_prior(evaluator) -> dict:
         "empty_loss": empty.loss,
         "metric_name": "calibration_accuracy" if is_tlm else "calibration_perplexity",
         "empty_metric": empty.accuracy if is_tlm else math.exp(empty.loss),
-        "accuracies": [records[i].accuracy if i in records else None for i in range(evaluator.n_layers)] if is_tlm else None,
+        "accuracies": [records[i].accuracy if i in records else None for i in range(evaluator.n_layers)]
+        if is_tlm
+        else None,
         "empty_accuracy": empty.accuracy,
         "ranking": sorted(layers, key=lambda i: scores[i]),  # most redundant first
         "cost": {
@@ -60,8 +62,12 @@ def run(args) -> int:
     prior = compute_prior(evaluator)
     atomic_write_json(args.out, prior)
     ranking = prior["ranking"]
-    log.info("L(empty)=%.5f; most redundant %s; least redundant %s", prior["empty_loss"], ranking[:5], ranking[-5:][::-1])
-    print(f"wrote {args.out}: L(empty)={prior['empty_loss']:.5f} most redundant={ranking[:5]} least redundant={ranking[-5:][::-1]}")
+    log.info(
+        "L(empty)=%.5f; most redundant %s; least redundant %s", prior["empty_loss"], ranking[:5], ranking[-5:][::-1]
+    )
+    print(
+        f"wrote {args.out}: L(empty)={prior['empty_loss']:.5f} most redundant={ranking[:5]} least redundant={ranking[-5:][::-1]}"
+    )
     return 0
 
 

@@ -14,7 +14,7 @@ log = logging.getLogger("depthprune.progress")
 
 
 def _duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
+    seconds = max(0, round(seconds))
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
@@ -27,7 +27,9 @@ def _duration(seconds: float) -> str:
 class Progress:
     """Counts steps of one task; ``total`` None when the amount of work is not known in advance."""
 
-    def __init__(self, label: str, total: int | None, unit: str = "evaluations", interval: float = 30.0, clock=time.monotonic):
+    def __init__(
+        self, label: str, total: int | None, unit: str = "evaluations", interval: float = 30.0, clock=time.monotonic
+    ):
         self.label = label
         self.total = total
         self.unit = unit

@@ -76,9 +76,7 @@ class TreeMaskHooks:
     def __init__(self, blocks, text_config):
         implementation = str(getattr(text_config, "_attn_implementation", "sdpa") or "sdpa")
         if "flash" in implementation or "flex" in implementation:
-            raise ValueError(
-                f"shared-context scoring needs sdpa or eager attention; the model uses {implementation!r}"
-            )
+            raise ValueError(f"shared-context scoring needs sdpa or eager attention; the model uses {implementation!r}")
         self.blocks = list(blocks)
         self.windows = layer_windows(text_config, len(self.blocks))
         self._masks: dict[int | None, torch.Tensor] = {}
@@ -98,7 +96,7 @@ class TreeMaskHooks:
             self._masks[window] = tree_attention_mask(*self._batch, sliding_window=window)
         return self._masks[window]
 
-    def __enter__(self) -> "TreeMaskHooks":
+    def __enter__(self) -> TreeMaskHooks:
         def hook(index):
             def replace(module, args, kwargs):
                 if self._batch is None:

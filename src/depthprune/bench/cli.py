@@ -6,7 +6,10 @@ import importlib
 
 BENCHMARKS = {
     "evaluator": ("depthprune.bench.evaluator", "subset evaluator: cached vs from-scratch on prior + greedy"),
-    "search": ("depthprune.bench.search", "the searches (the paper's seven and the random-init controls) with one shared evaluator"),
+    "search": (
+        "depthprune.bench.search",
+        "the searches (the paper's seven and the random-init controls) with one shared evaluator",
+    ),
     "evaluate": ("depthprune.bench.evaluate", "dense-model evaluation with the default profile's settings"),
     "stages": ("depthprune.bench.stages", "per-stage job times of a pipeline run, from benchmarks/"),
 }

@@ -22,7 +22,7 @@ import time
 from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
 
 # The default profile's evaluation settings (config.yaml); flags override them.
-PROFILE_DEFAULTS = dict(limit=100, ppl_seq_len=2048, ppl_max_tokens=8192, batch_size=8)
+PROFILE_DEFAULTS = {"limit": 100, "ppl_seq_len": 2048, "ppl_max_tokens": 8192, "batch_size": 8}
 COMPARE_SETS = ("6 8 10 12 14 16 18", "3 5 7 9 11 13 15 17 19", "20 21 22 23 24 25 26")
 
 
@@ -30,23 +30,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("--model", default="embedded:smollm2-135m", help="model spec (default %(default)s)")
     group.add_argument("--name", help="alias written into --out-metrics (default: from --model)")
-    group.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                       help="default %(default)s, as config.yaml (bfloat16 on CUDA or a CPU with native bfloat16, else float32)")
+    group.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="default %(default)s, as config.yaml (bfloat16 on CUDA or a CPU with native bfloat16, else float32)",
+    )
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
     group.add_argument("--removed", default="", help='blocks to remove, e.g. "6 8 10 12 14 16 18" (default: dense)')
     add_evaluation_args(parser, **PROFILE_DEFAULTS)
     parser.add_argument("--out-metrics", help="also write the tidy metrics CSV here")
     parser.add_argument("--compare", action="store_true", help="HFLM path vs the scoring engine (see above)")
-    parser.add_argument("--compare-sets", nargs="*", default=list(COMPARE_SETS),
-                        help="removed sets evaluated besides the dense model under --compare")
+    parser.add_argument(
+        "--compare-sets",
+        nargs="*",
+        default=list(COMPARE_SETS),
+        help="removed sets evaluated besides the dense model under --compare",
+    )
 
 
 def run(args) -> int:
     if args.compare:
         return run_compare(args)
     from depthprune.cli_common import load_model_from_args
-    from depthprune.evaluation.run import Labels, evaluate_model, check_data, write_outputs
+    from depthprune.evaluation.run import Labels, check_data, evaluate_model, write_outputs
     from depthprune.io import parse_layers
     from depthprune.models.loading import default_name
     from depthprune.models.pruning import remove_blocks
@@ -64,8 +72,10 @@ def run(args) -> int:
 
     labels = Labels.for_removed(args.name or default_name(args.model), removed)
     frame = write_outputs(evaluation, labels, settings, args.out_metrics, None)
-    print(f"model {args.model} removed=[{args.removed}] dtype={loaded.dtype} device={loaded.device} "
-          f"limit={settings.limit} ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}")
+    print(
+        f"model {args.model} removed=[{args.removed}] dtype={loaded.dtype} device={loaded.device} "
+        f"limit={settings.limit} ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
+    )
     print(f"load+prune: seconds={load_seconds:.1f}")
     for benchmark, rows in frame.groupby("benchmark", sort=False):
         figures = " ".join(f"{r.metric}={r.value:.4f}" for r in rows.itertuples())
@@ -106,8 +116,10 @@ def run_compare(args) -> int:
     metrics: dict[tuple, float] = {}
     harness.make_lm = recording_make_lm
     try:
-        print(f"compare: model {args.model} float32, sets {['dense'] + args.compare_sets}, limit={settings.limit}, "
-              f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}")
+        print(
+            f"compare: model {args.model} float32, sets {['dense'] + args.compare_sets}, limit={settings.limit}, "
+            f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
+        )
         for removed in sets:
             for engine in ("hflm", "depthprune"):
                 loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
@@ -137,6 +149,8 @@ def run_compare(args) -> int:
             equal = False
             print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} engine={other}")
     print(f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} engine={totals['depthprune']:.1f}")
-    print(f"evaluate: seconds_ratio={totals['depthprune'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
-          f"metrics_equal={'yes' if equal else 'no'}")
+    print(
+        f"evaluate: seconds_ratio={totals['depthprune'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
+        f"metrics_equal={'yes' if equal else 'no'}"
+    )
     return 0

@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--budget", type=int, default=9, help="greedy pass length M")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--skip-uncached", action="store_true", help="leave out the no-cache run (blocks_ratio is then not printed)")
+    parser.add_argument(
+        "--skip-uncached", action="store_true", help="leave out the no-cache run (blocks_ratio is then not printed)"
+    )
 
 
 def _workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared"):
@@ -41,8 +43,22 @@ def _workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared"):
     add_model_args(parser)
     add_calibration_args(parser)
     add_evaluator_args(parser)
-    argv = ["--model", args.model, "--dtype", "float32", "--device", "cpu", "--calibration", args.calibration,
-            "--n-samples", str(args.n_samples), "--seq-len", str(args.seq_len), "--seed", str(args.seed)]
+    argv = [
+        "--model",
+        args.model,
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--calibration",
+        args.calibration,
+        "--n-samples",
+        str(args.n_samples),
+        "--seq-len",
+        str(args.seq_len),
+        "--seed",
+        str(args.seed),
+    ]
     argv += ["--data-dir", args.data_dir] if args.data_dir else []
     argv += ["--no-cache"] if no_cache else []
     argv += ["--tlm-context", tlm_context]
@@ -75,25 +91,33 @@ def run(args) -> int:
         del evaluator  # free the cached states before the next run
     c_stats, c_wall, c_losses, c_result = rows["cached"]
     equal = True
-    print(f"workload: prior ({n_layers} + 1 sets) + greedy to M={args.budget} under {args.calibration}, "
-          f"{args.n_samples} x {args.seq_len} tokens, {args.model}, float32")
+    print(
+        f"workload: prior ({n_layers} + 1 sets) + greedy to M={args.budget} under {args.calibration}, "
+        f"{args.n_samples} x {args.seq_len} tokens, {args.model}, float32"
+    )
     print(f"{'mode':<10}{'evaluations':>13}{'memo hits':>11}{'blocks run':>12}{'tokens':>12}{'wall s':>10}")
     for label, (stats, wall, _, _) in rows.items():
-        print(f"{label:<10}{stats.distinct_evaluations:>13}{stats.memo_hits:>11}{stats.blocks_run:>12}{stats.tokens:>12}{wall:>10.1f}")
+        print(
+            f"{label:<10}{stats.distinct_evaluations:>13}{stats.memo_hits:>11}{stats.blocks_run:>12}{stats.tokens:>12}{wall:>10.1f}"
+        )
     summary = []
     if "uncached" in rows:
         u_stats, u_wall, u_losses, u_result = rows["uncached"]
         max_diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(c_losses, u_losses))
         equal &= len(c_losses) == len(u_losses) and max_diff <= 1e-5 and c_result.removed == u_result.removed
-        print(f"max relative loss difference cached vs uncached: {max_diff:.2e}; greedy set cached={list(c_result.removed)} "
-              f"uncached={list(u_result.removed)}")
+        print(
+            f"max relative loss difference cached vs uncached: {max_diff:.2e}; greedy set cached={list(c_result.removed)} "
+            f"uncached={list(u_result.removed)}"
+        )
         summary += [f"blocks_ratio={c_stats.blocks_run / u_stats.blocks_run:.3f}", f"wall_ratio={c_wall / u_wall:.3f}"]
     if tlm:
-        s_stats, s_wall, s_losses, s_result = rows["separate"]
+        _s_stats, s_wall, s_losses, s_result = rows["separate"]
         abs_diff = max(abs(a - b) for a, b in zip(c_losses, s_losses))
         equal &= len(c_losses) == len(s_losses) and abs_diff <= 1e-4 and c_result.removed == s_result.removed
-        print(f"max absolute loss difference shared vs separate context: {abs_diff:.2e}; greedy set "
-              f"shared={list(c_result.removed)} separate={list(s_result.removed)}")
+        print(
+            f"max absolute loss difference shared vs separate context: {abs_diff:.2e}; greedy set "
+            f"shared={list(c_result.removed)} separate={list(s_result.removed)}"
+        )
         summary.append(f"tlm_shared_ratio={c_wall / s_wall:.3f}")
     print(f"evaluator: losses_equal={'yes' if equal else 'no'} " + " ".join(summary))
     return 0

@@ -35,17 +35,33 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="embedded:smollm2-135m", help="model spec (default: the embedded SmolLM2-135M)")
+    parser.add_argument(
+        "--model", default="embedded:smollm2-135m", help="model spec (default: the embedded SmolLM2-135M)"
+    )
     parser.add_argument("--calibration", default="ppl_c4")
     parser.add_argument("--data-dir", help="offline data mirror (default: Hugging Face hub)")
     parser.add_argument("--n-samples", type=int, default=8, help="calibration samples (small: a CPU benchmark)")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per calibration sample")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budgets", type=int, nargs="+", default=None, metavar="M",
-                        help="budgets of the main table (default: 7 9; with --exhaustive: its budgets)")
-    parser.add_argument("--algorithms", nargs="+", default=list(STUDY_ALGORITHMS), choices=list(STUDY_ALGORITHMS), metavar="ALGORITHM")
-    parser.add_argument("--exhaustive", type=int, nargs="+", default=[], metavar="M",
-                        help="also enumerate every M-subset and report each algorithm's optimality gap and rank")
+    parser.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="M",
+        help="budgets of the main table (default: 7 9; with --exhaustive: its budgets)",
+    )
+    parser.add_argument(
+        "--algorithms", nargs="+", default=list(STUDY_ALGORITHMS), choices=list(STUDY_ALGORITHMS), metavar="ALGORITHM"
+    )
+    parser.add_argument(
+        "--exhaustive",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="M",
+        help="also enumerate every M-subset and report each algorithm's optimality gap and rank",
+    )
     parser.add_argument(
         "--param",
         action="append",
@@ -66,9 +82,21 @@ def evaluator_arguments(args: argparse.Namespace) -> argparse.Namespace:
     add_calibration_args(parser)
     add_evaluator_args(parser)
     argv = [
-        "--model", args.model, "--calibration", args.calibration, "--n-samples", str(args.n_samples),
-        "--seq-len", str(args.seq_len), "--seed", str(args.seed), "--device", args.device, "--dtype", args.dtype,
-    ]  # fmt: skip
+        "--model",
+        args.model,
+        "--calibration",
+        args.calibration,
+        "--n-samples",
+        str(args.n_samples),
+        "--seq-len",
+        str(args.seq_len),
+        "--seed",
+        str(args.seed),
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+    ]
     if args.data_dir:
         argv += ["--data-dir", args.data_dir]
     if args.model_cache_dir:
@@ -82,7 +110,9 @@ def algorithm_params(items: list[str]) -> dict[str, dict]:
     for item in items:
         name, dot, rest = item.partition(".")
         if not dot or name not in ALGORITHMS:
-            raise ValueError(f"--param {item!r}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of {', '.join(ALGORITHMS)}")
+            raise ValueError(
+                f"--param {item!r}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of {', '.join(ALGORITHMS)}"
+            )
         per_algorithm[name].append(rest)
     return {name: parse_params(values) for name, values in per_algorithm.items()}
 
@@ -101,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
         f"model={args.model} calibration={args.calibration} N={n} samples={args.n_samples}x{args.seq_len} "
         f"prior: {prior['cost']['blocks_run']} blocks, {prior['cost']['seconds']:.1f} s"
     )
-    header = f"{'M':>2} {'algorithm':<18} {'distinct':>8} {'memo':>6} {'blocks':>7} {'seconds':>8}  {'loss':>9}  removed"
+    header = (
+        f"{'M':>2} {'algorithm':<18} {'distinct':>8} {'memo':>6} {'blocks':>7} {'seconds':>8}  {'loss':>9}  removed"
+    )
     print(header)
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-search-") as scratch:
@@ -109,9 +141,15 @@ def run(args: argparse.Namespace) -> int:
 
         def search(name: str, budget: int):
             result = run_search(
-                evaluator, name, budget, prior["scores"], seed=args.seed, workdir=workdir / f"M{budget}" / name,
-                params=params.get(name), prior_seconds=prior["cost"]["seconds"],
-            )  # fmt: skip
+                evaluator,
+                name,
+                budget,
+                prior["scores"],
+                seed=args.seed,
+                workdir=workdir / f"M{budget}" / name,
+                params=params.get(name),
+                prior_seconds=prior["cost"]["seconds"],
+            )
             nonlocal naive_blocks
             naive_blocks += result.naive_blocks + int(result.diagnostics.get("diagnostic_naive_blocks", 0))
             print(
@@ -121,8 +159,11 @@ def run(args: argparse.Namespace) -> int:
             )
             if name == "cbo":
                 d = result.diagnostics
-                print(f"   cbo energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
-                      f"random{d.get('n_random', 0)}={_fmt(d.get('energy_loss_spearman_random'))}", flush=True)
+                print(
+                    f"   cbo energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
+                    f"random{d.get('n_random', 0)}={_fmt(d.get('energy_loss_spearman_random'))}",
+                    flush=True,
+                )
             results[budget, name] = result
             return result
 
@@ -141,10 +182,14 @@ def run(args: argparse.Namespace) -> int:
     blocks_run = evaluator.stats.blocks_run  # cumulative since the evaluator was built
     print(f"total: blocks_run={blocks_run} naive_blocks={naive_blocks} seconds={time.perf_counter() - started:.1f}")
     print(f"search: blocks_ratio={blocks_run / naive_blocks:.4f}")
-    bo_distinct = [r.distinct_evaluations for (m, name), r in results.items() if name in ("bo", "bo_random") and m in budgets]
+    bo_distinct = [
+        r.distinct_evaluations for (m, name), r in results.items() if name in ("bo", "bo_random") and m in budgets
+    ]
     fbs_cells = [m for m in budgets if (m, "fast_block_select") in results and (m, "one_shot") in results]
     differs = sum(results[m, "fast_block_select"].removed != results[m, "one_shot"].removed for m in fbs_cells)
-    print(f"search-quality: bo_distinct_min={min(bo_distinct) if bo_distinct else 'NA'} fbs_differs={differs}/{len(fbs_cells)}")
+    print(
+        f"search-quality: bo_distinct_min={min(bo_distinct) if bo_distinct else 'NA'} fbs_differs={differs}/{len(fbs_cells)}"
+    )
     for line in optimality_lines:
         print(line)
     return 0

@@ -15,7 +15,9 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmarks-dir", default="benchmarks", help="the run's benchmarks folder (default %(default)s)")
+    parser.add_argument(
+        "--benchmarks-dir", default="benchmarks", help="the run's benchmarks folder (default %(default)s)"
+    )
     parser.add_argument("--out", help="also write the per-stage table here (CSV)")
 
 
@@ -26,20 +28,24 @@ def stage_times(benchmarks_dir: str | Path):
     root = Path(benchmarks_dir)
     files = sorted(root.rglob("*.tsv"))
     if not files:
-        raise FileNotFoundError(f"{root}: no Snakemake benchmark files (*.tsv); run the pipeline first (--benchmarks-dir)")
+        raise FileNotFoundError(
+            f"{root}: no Snakemake benchmark files (*.tsv); run the pipeline first (--benchmarks-dir)"
+        )
     rows = []
     for path in files:
         record = pd.read_csv(path, sep="\t")
         if record.empty or "s" not in record:
             raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
         last = record.iloc[-1]  # a file holds one row per repeat; the pipeline runs each job once
-        rows.append({
-            "stage": path.relative_to(root).parts[0],
-            "job": str(path.relative_to(root).with_suffix("")),
-            "seconds": float(last["s"]),
-            "cpu_seconds": float(last.get("cpu_time", float("nan"))),
-            "max_rss_mb": float(last.get("max_rss", float("nan"))),
-        })  # fmt: skip
+        rows.append(
+            {
+                "stage": path.relative_to(root).parts[0],
+                "job": str(path.relative_to(root).with_suffix("")),
+                "seconds": float(last["s"]),
+                "cpu_seconds": float(last.get("cpu_time", float("nan"))),
+                "max_rss_mb": float(last.get("max_rss", float("nan"))),
+            }
+        )
     jobs = pd.DataFrame(rows)
     table = jobs.groupby("stage", sort=False).agg(
         jobs=("job", "size"),
@@ -58,8 +64,10 @@ def run(args) -> int:
     table = stage_times(args.benchmarks_dir)
     print(f"{'stage':<16}{'jobs':>5}{'seconds':>10}{'max job s':>11}{'cpu s':>10}{'max RSS MB':>12}{'share':>7}")
     for row in table.itertuples():
-        print(f"{row.stage:<16}{row.jobs:>5}{row.seconds:>10.1f}{row.max_job_seconds:>11.1f}"
-              f"{row.cpu_seconds:>10.1f}{row.max_rss_mb:>12.0f}{row.share:>7.0%}")
+        print(
+            f"{row.stage:<16}{row.jobs:>5}{row.seconds:>10.1f}{row.max_job_seconds:>11.1f}"
+            f"{row.cpu_seconds:>10.1f}{row.max_rss_mb:>12.0f}{row.share:>7.0%}"
+        )
     total = table["seconds"].sum()
     print(f"stages: total_job_seconds={total:.1f} ({total / 60:.1f} min) dominant={table['stage'].iloc[0]}")
     if args.out:

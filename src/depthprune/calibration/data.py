@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,9 @@ def _hub_error(what: str, dataset_id: str, err: Exception) -> FileNotFoundError:
     )
 
 
-def load_c4_documents(data_dir: str | Path | None, dataset_id: str = DEFAULT_C4_DATASET, pool: int = C4_POOL) -> list[str]:
+def load_c4_documents(
+    data_dir: str | Path | None, dataset_id: str = DEFAULT_C4_DATASET, pool: int = C4_POOL
+) -> list[str]:
     """The leading ``pool`` documents of the C4 en training split."""
     if data_dir is not None:
         path = _mirror_file(data_dir, "c4/train.jsonl", "C4 train")

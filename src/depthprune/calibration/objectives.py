@@ -129,7 +129,7 @@ def _pack(sequences: list[_Sequence], pad_id: int, token_budget: int) -> list[Ba
     return batches
 
 
-def scored_batch(input_ids, mask, positions, targets, coefficients, sequence_ids, **tree) -> "Batch":
+def scored_batch(input_ids, mask, positions, targets, coefficients, sequence_ids, **tree) -> Batch:
     """A Batch from per-token python lists (flat scored positions, targets, coefficients, sequence
     ids); ``tree`` holds the shared-context fields (position_ids, branch_ids, root_ids)."""
     return Batch(
@@ -217,9 +217,16 @@ def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) ->
                 start, label = stop, label + max(branches, default=0) + 1
         batches.append(
             scored_batch(
-                input_ids, mask, flat, targets, coefficients, sequence_ids,
-                position_ids=position_ids, branch_ids=branch_ids, root_ids=root_ids,
-            )  # fmt: skip
+                input_ids,
+                mask,
+                flat,
+                targets,
+                coefficients,
+                sequence_ids,
+                position_ids=position_ids,
+                branch_ids=branch_ids,
+                root_ids=root_ids,
+            )
         )
     return batches
 
@@ -230,8 +237,12 @@ def _hash_batches(batches: list[Batch]) -> str:
         for tensor in (batch.input_ids, batch.attention_mask, batch.flat_positions, batch.targets, batch.coefficients):
             digest.update(tensor.numpy().tobytes())
         if batch.branch_ids is not None:  # shared-context rows: a different computation, another key
-            digest.update(b"tree" + batch.position_ids.numpy().tobytes() + batch.branch_ids.numpy().tobytes()
-                          + batch.root_ids.numpy().tobytes())
+            digest.update(
+                b"tree"
+                + batch.position_ids.numpy().tobytes()
+                + batch.branch_ids.numpy().tobytes()
+                + batch.root_ids.numpy().tobytes()
+            )
     return digest.hexdigest()[:16]
 
 
@@ -277,8 +288,12 @@ def tlm_objective(
             # Σ_{k≠y}(ℓ_k − ℓ_y) / n: weight +1 for wrong candidates, −(K−1) for the gold one.
             weight = (-(n_cand - 1) if cand == item.gold else 1.0) / n_items
             sequences.append(
-                _Sequence(ids=ids, first_scored=first, coefficient_per_token=weight / (len(ids) - first),
-                          sequence_id=len(candidate_of_sequence))
+                _Sequence(
+                    ids=ids,
+                    first_scored=first,
+                    coefficient_per_token=weight / (len(ids) - first),
+                    sequence_id=len(candidate_of_sequence),
+                )
             )
             per_item[-1].append(sequences[-1])
             candidate_of_sequence.append((item_index, cand))
@@ -389,4 +404,6 @@ def build_objective(
         raise ValueError(f"calibration samples are for {samples.calibration!r}, not {calibration!r}")
     if spec.objective == "perplexity":
         return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget)
-    return tlm_objective(samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context)
+    return tlm_objective(
+        samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context
+    )

@@ -27,4 +27,6 @@ def calibration_spec(name: str) -> CalibrationSpec:
     try:
         return CALIBRATIONS[name]
     except KeyError:
-        raise ValueError(f"calibration {name!r} (option calibration): expected one of {', '.join(CALIBRATIONS)}") from None
+        raise ValueError(
+            f"calibration {name!r} (option calibration): expected one of {', '.join(CALIBRATIONS)}"
+        ) from None

@@ -50,7 +50,9 @@ def parse_size(value, where: str = "calibration_sizes") -> tuple[int, int | None
     """``16`` -> (16, None) (items, or documents at the profile's length); ``"64x128"`` -> (64, 128)."""
     match = _SIZE.match(str(value))
     if not match:
-        raise ValueError(f"{where}: {value!r} is not a calibration size (an integer, or 'DOCSxTOKENS' such as '64x128')")
+        raise ValueError(
+            f"{where}: {value!r} is not a calibration size (an integer, or 'DOCSxTOKENS' such as '64x128')"
+        )
     if match.group("items"):
         n, length = int(match.group("items")), None
     else:

@@ -48,7 +48,9 @@ def parse_benchmarks(text: str | None) -> tuple[str, ...]:
         return BENCHMARKS
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
-        raise ValueError(f"--tasks {text!r}: no benchmark named; choose from {', '.join(BENCHMARKS)} (omit --tasks for all)")
+        raise ValueError(
+            f"--tasks {text!r}: no benchmark named; choose from {', '.join(BENCHMARKS)} (omit --tasks for all)"
+        )
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         raise ValueError(f"--tasks: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
@@ -113,5 +115,5 @@ class EvalSettings:
     def headline_metric(self, benchmark: str) -> str:
         return self.headline.get(benchmark) or default_headline(benchmark)
 
-    def replace(self, **changes) -> "EvalSettings":
+    def replace(self, **changes) -> EvalSettings:
         return dataclasses.replace(self, **changes)

@@ -20,9 +20,10 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from depthprune.io import atomic_write_json, read_json
 
@@ -105,8 +106,7 @@ class EvalCache:
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / f"{key}.lock"
         while True:
-            fh = open(path, "a+")
-            try:
+            with open(path, "a+") as fh:  # closing releases the flock
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 try:
                     same = os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino
@@ -119,8 +119,6 @@ class EvalCache:
                 finally:
                     path.unlink(missing_ok=True)
                 return
-            finally:
-                fh.close()  # closing releases the flock
 
 
 def _read_samples(path: Path) -> list[dict] | None:

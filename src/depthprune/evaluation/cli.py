@@ -48,22 +48,49 @@ def register(subparsers) -> None:
 def add_evaluation_args(parser: argparse.ArgumentParser, **defaults) -> None:
     """Evaluation settings (shared with ``bench evaluate``, which passes the profile's defaults)."""
     group = parser.add_argument_group("evaluation")
-    group.add_argument("--data-dir", default=defaults.get("data_dir"),
-                       help="offline mirror of the data sets (JSONL, HF layout); default: Hugging Face hub")
-    group.add_argument("--tasks", default=defaults.get("tasks"),
-                       help=f"comma-separated benchmarks (default: all nine: {','.join(BENCHMARKS)})")
-    group.add_argument("--limit", type=int, default=defaults.get("limit"),
-                       help="first N documents of each lm-eval task (default: all)")
-    group.add_argument("--ppl-seq-len", type=int, default=defaults.get("ppl_seq_len", 2048),
-                       help="perplexity window in tokens (default %(default)s, the paper's)")
-    group.add_argument("--ppl-max-tokens", type=int, default=defaults.get("ppl_max_tokens"),
-                       help="tokens per perplexity benchmark, rounded down to whole windows (default: all)")
-    group.add_argument("--batch-size", type=int, default=defaults.get("batch_size", 8),
-                       help="windows / lm-eval requests per forward pass (default %(default)s)")
-    group.add_argument("--bootstrap-iters", type=int, default=1000,
-                       help="lm-eval bootstrap draws for LAMBADA's perplexity stderr (default %(default)s)")
-    group.add_argument("--headline-metric", action="append", metavar="BENCHMARK=METRIC",
-                       help="headline metric override, e.g. hellaswag=acc (repeatable)")
+    group.add_argument(
+        "--data-dir",
+        default=defaults.get("data_dir"),
+        help="offline mirror of the data sets (JSONL, HF layout); default: Hugging Face hub",
+    )
+    group.add_argument(
+        "--tasks",
+        default=defaults.get("tasks"),
+        help=f"comma-separated benchmarks (default: all nine: {','.join(BENCHMARKS)})",
+    )
+    group.add_argument(
+        "--limit", type=int, default=defaults.get("limit"), help="first N documents of each lm-eval task (default: all)"
+    )
+    group.add_argument(
+        "--ppl-seq-len",
+        type=int,
+        default=defaults.get("ppl_seq_len", 2048),
+        help="perplexity window in tokens (default %(default)s, the paper's)",
+    )
+    group.add_argument(
+        "--ppl-max-tokens",
+        type=int,
+        default=defaults.get("ppl_max_tokens"),
+        help="tokens per perplexity benchmark, rounded down to whole windows (default: all)",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=int,
+        default=defaults.get("batch_size", 8),
+        help="windows / lm-eval requests per forward pass (default %(default)s)",
+    )
+    group.add_argument(
+        "--bootstrap-iters",
+        type=int,
+        default=1000,
+        help="lm-eval bootstrap draws for LAMBADA's perplexity stderr (default %(default)s)",
+    )
+    group.add_argument(
+        "--headline-metric",
+        action="append",
+        metavar="BENCHMARK=METRIC",
+        help="headline metric override, e.g. hellaswag=acc (repeatable)",
+    )
 
 
 def settings_from_args(args) -> EvalSettings:
@@ -110,7 +137,9 @@ def removed_and_labels(args, model_name: str):
             raise KeyError(f"{args.selection}: no 'removed' field (not a selection.json?)")
         removed = parse_layers(selection["removed"])
         if selection.get("model") not in (None, model_name):
-            log.warning("%s was selected on model %r; evaluating it on %r", args.selection, selection["model"], model_name)
+            log.warning(
+                "%s was selected on model %r; evaluating it on %r", args.selection, selection["model"], model_name
+            )
         calibration = calibration or selection.get("calibration")
         budget = selection.get("budget") if budget is None else budget
         algorithm = algorithm or selection.get("algorithm")
@@ -141,7 +170,9 @@ def main(args) -> int:
     frame = write_outputs(evaluation, labels, settings, args.out_metrics, args.out_raw, args.out_samples)
     seconds = time.perf_counter() - start
     source = f"cache hit {evaluation.cache_key[:12]}" if evaluation.cache_hit else "evaluated"
-    print(f"{labels.model} removed=[{' '.join(map(str, removed))}] "
-          f"({labels.calibration}/{labels.algorithm}/M={labels.budget}): {source} in {seconds:.2f}s")
+    print(
+        f"{labels.model} removed=[{' '.join(map(str, removed))}] "
+        f"({labels.calibration}/{labels.algorithm}/M={labels.budget}): {source} in {seconds:.2f}s"
+    )
     print(frame[["benchmark", "metric", "value", "stderr", "n", "headline"]].to_string(index=False))
     return 0

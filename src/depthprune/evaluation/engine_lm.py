@@ -92,7 +92,9 @@ class DepthpruneLM(HFLM):
         if not requests:
             return []
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        sums, greedy = score_trees(self.model, list(groups.values()), pad_id, max(self.token_budget, self.max_length + 1))
+        sums, greedy = score_trees(
+            self.model, list(groups.values()), pad_id, max(self.token_budget, self.max_length + 1)
+        )
         results = [(float(sums[i]), bool(greedy[i])) for i in range(len(requests))]
         for (cache_key, _, _), answer in zip(requests, results):
             if cache_key is not None:

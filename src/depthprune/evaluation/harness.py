@@ -17,9 +17,9 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import yaml
 
@@ -172,7 +172,7 @@ def sample_rows(task: str, logged: list[dict]) -> list[dict]:
         doc = int(sample["doc_id"])
         for metric in sample.get("metrics", []):
             value = sample.get(metric)
-            if isinstance(value, bool) or isinstance(value, (int, float)):
+            if isinstance(value, (bool, int, float)):
                 rows.append({"benchmark": task, "unit": doc, "metric": metric, "value": float(value)})
         target = sample.get("target")
         if isinstance(target, int) and not isinstance(target, bool):

@@ -23,9 +23,9 @@ import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -159,9 +159,7 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
     """Non-overlapping windows of ``seq_len`` tokens, shape (W, seq_len); the partial tail is dropped."""
     n_windows = ids.numel() // seq_len
     if n_windows == 0:
-        raise ValueError(
-            f"{benchmark}: only {ids.numel()} tokens, fewer than one window of --ppl-seq-len {seq_len}"
-        )
+        raise ValueError(f"{benchmark}: only {ids.numel()} tokens, fewer than one window of --ppl-seq-len {seq_len}")
     return ids[: n_windows * seq_len].view(n_windows, seq_len)
 
 
@@ -183,14 +181,18 @@ def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_c
         picked = []
         for first in range(0, len(targets), head_chunk):
             logits = family.head_logits(model, flat[first : first + head_chunk]).float()
-            picked.append(torch.log_softmax(logits, dim=-1).gather(1, targets[first : first + head_chunk, None]).squeeze(1))
+            picked.append(
+                torch.log_softmax(logits, dim=-1).gather(1, targets[first : first + head_chunk, None]).squeeze(1)
+            )
         per_row = torch.cat(picked).double().view(batch.shape[0], -1).sum(dim=1)
         sums.extend(float(-x) for x in per_row.cpu())
     return torch.tensor(sums, dtype=torch.float64)
 
 
 @torch.inference_mode()
-def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity", engine: str = "depthprune") -> torch.Tensor:
+def window_nll_sums(
+    model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity", engine: str = "depthprune"
+) -> torch.Tensor:
     """Summed next-token NLL of each window (float64, shape (W,)); each window scored on its own.
 
     ``engine``: "depthprune" (the scoring engine, as lm-eval requests) or "hflm" (the model's
@@ -210,7 +212,9 @@ def window_nll_sums(model, windows: torch.Tensor, batch_size: int, desc: str = "
     return torch.tensor(sums, dtype=torch.float64)
 
 
-def perplexity_of_windows(model, windows: torch.Tensor, batch_size: int, benchmark: str = "text", engine: str = "depthprune") -> PerplexityResult:
+def perplexity_of_windows(
+    model, windows: torch.Tensor, batch_size: int, benchmark: str = "text", engine: str = "depthprune"
+) -> PerplexityResult:
     start = time.perf_counter()
     sums = window_nll_sums(model, windows, batch_size, desc=benchmark, engine=engine)
     per_window = windows.shape[1] - 1  # the first token of a window is never predicted
@@ -254,6 +258,13 @@ def evaluate_perplexity(
     windows = split_windows(ids, seq_len, benchmark)
     result = perplexity_of_windows(model, windows, batch_size, benchmark, engine=engine)
     seconds = time.perf_counter() - start
-    log.info("%s: perplexity %.4f over %d tokens (%d windows of %d) in %.1fs",
-             benchmark, result.perplexity, result.n_tokens, result.n_windows, seq_len, seconds)
+    log.info(
+        "%s: perplexity %.4f over %d tokens (%d windows of %d) in %.1fs",
+        benchmark,
+        result.perplexity,
+        result.n_tokens,
+        result.n_windows,
+        seq_len,
+        seconds,
+    )
     return dataclasses.replace(result, seconds=seconds)  # include loading and tokenising

@@ -13,22 +13,37 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from depthprune.evaluation.benchmarks import BENCHMARKS, LM_EVAL_TASKS, PERPLEXITY_BENCHMARKS, EvalSettings
 from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
-from depthprune.evaluation.harness import LM_ENGINE, LOG_SOFTMAX_DTYPE, MetricValue, check_offline_data, offline_data_files
+from depthprune.evaluation.harness import (
+    LM_ENGINE,
+    LOG_SOFTMAX_DTYPE,
+    MetricValue,
+    check_offline_data,
+    offline_data_files,
+)
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
 from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
 
 METRICS_COLUMNS = [
-    "model", "calibration", "budget", "algorithm", "removed",
-    "benchmark", "metric", "value", "stderr", "n", "headline",
-]  # fmt: skip
+    "model",
+    "calibration",
+    "budget",
+    "algorithm",
+    "removed",
+    "benchmark",
+    "metric",
+    "value",
+    "stderr",
+    "n",
+    "headline",
+]
 KEY_VERSIONS = ("lm_eval", "transformers", "torch")  # packages whose upgrade can change a figure
 
 
@@ -42,7 +57,7 @@ class Labels:
     algorithm: str = "dense"
 
     @classmethod
-    def for_removed(cls, model: str, removed, calibration=None, budget=None, algorithm=None) -> "Labels":
+    def for_removed(cls, model: str, removed, calibration=None, budget=None, algorithm=None) -> Labels:
         """Dense model: none/0/dense; a hand-given set: none/|removed|/manual, unless told otherwise."""
         removed = tuple(removed)
         return cls(
@@ -80,15 +95,22 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=(), engine:
     perplexity: dict[str, dict] = {}
     runs = []
     samples: list[dict] = []
-    progress = Progress(f"evaluate removed=[{format_layers(removed)}]", total=len(settings.benchmarks), unit="benchmarks", interval=0.0)
+    progress = Progress(
+        f"evaluate removed=[{format_layers(removed)}]", total=len(settings.benchmarks), unit="benchmarks", interval=0.0
+    )
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
         for benchmark in (b for b in settings.benchmarks if b in PERPLEXITY_BENCHMARKS):
             result = evaluate_perplexity(
-                model, tokenizer, benchmark,
-                seq_len=settings.ppl_seq_len, max_tokens=settings.ppl_max_tokens,
-                batch_size=settings.batch_size, data_dir=settings.data_dir, engine=engine,
-            )  # fmt: skip
+                model,
+                tokenizer,
+                benchmark,
+                seq_len=settings.ppl_seq_len,
+                max_tokens=settings.ppl_max_tokens,
+                batch_size=settings.batch_size,
+                data_dir=settings.data_dir,
+                engine=engine,
+            )
             metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
             seconds[benchmark] = result.seconds
             perplexity[benchmark] = result.to_dict()
@@ -288,14 +310,21 @@ def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings
         )
     frame = pd.DataFrame(evaluation.samples, columns=["benchmark", "unit", "metric", "value"])
     headline = [
-        metric in ("nll_sum", "n_tokens") if benchmark in PERPLEXITY_BENCHMARKS
+        metric in ("nll_sum", "n_tokens")
+        if benchmark in PERPLEXITY_BENCHMARKS
         else metric == settings.headline_metric(benchmark)
         for benchmark, metric in zip(frame["benchmark"], frame["metric"])
-    ]  # fmt: skip
-    labelled = pd.DataFrame({
-        "model": labels.model, "calibration": labels.calibration, "budget": labels.budget,
-        "algorithm": labels.algorithm, "removed": format_layers(evaluation.removed),
-    }, index=frame.index)  # fmt: skip
+    ]
+    labelled = pd.DataFrame(
+        {
+            "model": labels.model,
+            "calibration": labels.calibration,
+            "budget": labels.budget,
+            "algorithm": labels.algorithm,
+            "removed": format_layers(evaluation.removed),
+        },
+        index=frame.index,
+    )
     out = pd.concat([labelled, frame], axis=1)
     out["headline"] = pd.Series(headline, index=frame.index, dtype=bool)
     out["unit"] = out["unit"].astype("int64")
@@ -304,8 +333,17 @@ def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings
 
 
 SAMPLES_COLUMNS = [
-    "model", "calibration", "budget", "algorithm", "removed", "benchmark", "unit", "metric", "value", "headline",
-]  # fmt: skip
+    "model",
+    "calibration",
+    "budget",
+    "algorithm",
+    "removed",
+    "benchmark",
+    "unit",
+    "metric",
+    "value",
+    "headline",
+]
 
 
 def write_outputs(

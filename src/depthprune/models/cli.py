@@ -40,8 +40,12 @@ def run_prepare(args) -> int:
             raise FileNotFoundError(f"model {args.model!r}: cannot download from the Hugging Face hub ({err})") from err
     config = AutoConfig.from_pretrained(path)
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    record = {"model": args.model, "path": str(path), "model_type": config.model_type,
-              "n_layers": text_config.num_hidden_layers}
+    record = {
+        "model": args.model,
+        "path": str(path),
+        "model_type": config.model_type,
+        "n_layers": text_config.num_hidden_layers,
+    }
     if args.out:
         atomic_write_json(args.out, record)
     print(f"{args.model}: {record['n_layers']} blocks ({record['model_type']}), loads from {path}")
@@ -74,8 +78,12 @@ def register(subparsers) -> None:
     add_model_args(export)
     export.add_argument("--selection", help="selection.json whose removed set to apply")
     export.add_argument("--removed", help="removed layers, e.g. '3 5 7' (alternative to --selection)")
-    export.add_argument("--out", required=True,
-                        help="output folder: new, empty or a previous export (replaced atomically)")
-    export.add_argument("--overwrite", action="store_true",
-                        help="replace --out even if it is not a previous export (never the current folder)")
+    export.add_argument(
+        "--out", required=True, help="output folder: new, empty or a previous export (replaced atomically)"
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --out even if it is not a previous export (never the current folder)",
+    )
     export.set_defaults(func=run_export)

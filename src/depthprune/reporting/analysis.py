@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import warnings
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -114,12 +114,18 @@ def pairwise_jaccard(selections: pd.DataFrame) -> pd.DataFrame:
             same_cal = a["calibration"] == b["calibration"]
             same_alg = a["algorithm"] == b["algorithm"]
             relation = "within" if same_cal else ("across_same_algorithm" if same_alg else "across_other")
-            rows.append({
-                "model": model, "budget": budget, "relation": relation,
-                "calibration_a": a["calibration"], "algorithm_a": a["algorithm"],
-                "calibration_b": b["calibration"], "algorithm_b": b["algorithm"],
-                "jaccard": jaccard(a["layers"], b["layers"]),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "model": model,
+                    "budget": budget,
+                    "relation": relation,
+                    "calibration_a": a["calibration"],
+                    "algorithm_a": a["algorithm"],
+                    "calibration_b": b["calibration"],
+                    "algorithm_b": b["algorithm"],
+                    "jaccard": jaccard(a["layers"], b["layers"]),
+                }
+            )
     columns = ["model", "budget", "relation", "calibration_a", "algorithm_a", "calibration_b", "algorithm_b", "jaccard"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -168,14 +174,34 @@ def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         lo = hi = float("nan")
         if reps is not None and len(valid) >= 3:
             lo, hi = interval(spearman_rows(reps.aligned(valid, "avg_perplexity"), reps.aligned(valid, "avg_accuracy")))
-        rows.append({
-            "model": model, "budget": budget, "calibration": calibration,
-            "calibration_kind": calibration_kind(calibration), "n": len(valid),
-            "n_algorithms": len(group), "rho": rho, "rho_ci_low": lo, "rho_ci_high": hi,
-            "p_value": p_value, "note": note,
-        })  # fmt: skip
-    columns = ["model", "budget", "calibration", "calibration_kind", "n", "n_algorithms", "rho", "rho_ci_low",
-               "rho_ci_high", "p_value", "note"]  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "budget": budget,
+                "calibration": calibration,
+                "calibration_kind": calibration_kind(calibration),
+                "n": len(valid),
+                "n_algorithms": len(group),
+                "rho": rho,
+                "rho_ci_low": lo,
+                "rho_ci_high": hi,
+                "p_value": p_value,
+                "note": note,
+            }
+        )
+    columns = [
+        "model",
+        "budget",
+        "calibration",
+        "calibration_kind",
+        "n",
+        "n_algorithms",
+        "rho",
+        "rho_ci_low",
+        "rho_ci_high",
+        "p_value",
+        "note",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -211,8 +237,9 @@ def paper_grid(group: pd.DataFrame, response: str, reps=None) -> tuple[np.ndarra
     if reps is not None and pivot.shape[1] == 2 and len(algorithms):
         keyed = [
             cells[(cells["algorithm"] == a) & (cells["calibration"] == c)].iloc[0]
-            for a in algorithms for c in pivot.columns
-        ]  # fmt: skip
+            for a in algorithms
+            for c in pivot.columns
+        ]
         values = reps.aligned(pd.DataFrame(keyed), column).reshape(reps.n_resamples, len(algorithms), pivot.shape[1])
         replicates = transform(values)
     return observed, replicates, algorithms
@@ -226,7 +253,7 @@ def range_statistic(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     ``ratio`` = calibration / algorithm. Accuracy in points, perplexity in orders of magnitude
     (log10). Intervals from the paired document bootstrap when ``reps`` is given.
     """
-    from depthprune.reporting.bootstrap import interval, range_shifts
+    from depthprune.reporting.bootstrap import range_shifts
 
     rows = []
     pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
@@ -248,9 +275,21 @@ def range_statistic(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         if all(p[1] is not None for p in parts):
             rep = tuple(np.nanmax(np.stack([p[1][i] for p in parts]), axis=0) for i in range(2))
         rows.append(_range_row("all", "all", response, None, obs, rep))
-    columns = ["model", "budget", "response", "n_algorithms", "shift_calibration", "shift_calibration_ci_low",
-               "shift_calibration_ci_high", "shift_algorithm", "shift_algorithm_ci_low", "shift_algorithm_ci_high",
-               "ratio", "ratio_ci_low", "ratio_ci_high"]  # fmt: skip
+    columns = [
+        "model",
+        "budget",
+        "response",
+        "n_algorithms",
+        "shift_calibration",
+        "shift_calibration_ci_low",
+        "shift_calibration_ci_high",
+        "shift_algorithm",
+        "shift_algorithm_ci_low",
+        "shift_algorithm_ci_high",
+        "ratio",
+        "ratio_ci_low",
+        "ratio_ci_high",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -265,12 +304,20 @@ def _range_row(model, budget, response, n_algorithms, obs, rep) -> dict:
     alg_ci = interval(rep[1]) if rep is not None else nan2
     ratio_ci = interval(rep_ratio) if rep is not None else nan2
     return {
-        "model": model, "budget": budget, "response": response, "n_algorithms": n_algorithms,
-        "shift_calibration": float(obs[0][0]), "shift_calibration_ci_low": cal_ci[0],
-        "shift_calibration_ci_high": cal_ci[1], "shift_algorithm": float(obs[1][0]),
-        "shift_algorithm_ci_low": alg_ci[0], "shift_algorithm_ci_high": alg_ci[1],
-        "ratio": float(ratio[0]), "ratio_ci_low": ratio_ci[0], "ratio_ci_high": ratio_ci[1],
-    }  # fmt: skip
+        "model": model,
+        "budget": budget,
+        "response": response,
+        "n_algorithms": n_algorithms,
+        "shift_calibration": float(obs[0][0]),
+        "shift_calibration_ci_low": cal_ci[0],
+        "shift_calibration_ci_high": cal_ci[1],
+        "shift_algorithm": float(obs[1][0]),
+        "shift_algorithm_ci_low": alg_ci[0],
+        "shift_algorithm_ci_high": alg_ci[1],
+        "ratio": float(ratio[0]),
+        "ratio_ci_low": ratio_ci[0],
+        "ratio_ci_high": ratio_ci[1],
+    }
 
 
 def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
@@ -285,10 +332,16 @@ def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
     for (model, budget), group in pruned.groupby(CELL, sort=True):
         for response in RESPONSES:
-            observed, replicates, algorithms = paper_grid(group, response, reps)
+            observed, replicates, _algorithms = paper_grid(group, response, reps)
             n_alg, n_cal = observed.shape[1], observed.shape[2]
-            row = {"model": model, "budget": budget, "calibrations": " ".join(PAPER_CALIBRATIONS),
-                   "response": response, "n_calibrations": n_cal, "n_algorithms": n_alg}  # fmt: skip
+            row = {
+                "model": model,
+                "budget": budget,
+                "calibrations": " ".join(PAPER_CALIBRATIONS),
+                "response": response,
+                "n_calibrations": n_cal,
+                "n_algorithms": n_alg,
+            }
             if n_alg >= 2 and n_cal >= 2:
                 obs = two_way(observed)
                 rep = two_way(replicates) if replicates is not None else None
@@ -299,13 +352,29 @@ def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
                     row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
             rows.append(row)
     columns = [
-        "model", "budget", "calibrations", "response", "n_calibrations", "n_algorithms", "ss_total",
-        "df_calibration", "df_algorithm", "df_interaction",
-        "share_calibration", "share_calibration_ci_low", "share_calibration_ci_high",
-        "share_algorithm", "share_algorithm_ci_low", "share_algorithm_ci_high",
-        "share_interaction", "share_interaction_ci_low", "share_interaction_ci_high",
-        "ms_calibration", "ms_algorithm", "ms_interaction",
-    ]  # fmt: skip
+        "model",
+        "budget",
+        "calibrations",
+        "response",
+        "n_calibrations",
+        "n_algorithms",
+        "ss_total",
+        "df_calibration",
+        "df_algorithm",
+        "df_interaction",
+        "share_calibration",
+        "share_calibration_ci_low",
+        "share_calibration_ci_high",
+        "share_algorithm",
+        "share_algorithm_ci_low",
+        "share_algorithm_ci_high",
+        "share_interaction",
+        "share_interaction_ci_low",
+        "share_interaction_ci_high",
+        "ms_calibration",
+        "ms_algorithm",
+        "ms_interaction",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -322,8 +391,14 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         for k, acc, alg in zip(keys, out["avg_accuracy"], out["algorithm"])
     ]
     out["diff_one_shot"] = out["diff_one_shot"].round(9)
-    names = ["avg_acc_ci_low", "avg_acc_ci_high", "avg_ppl_ci_low", "avg_ppl_ci_high",
-             "diff_one_shot_ci_low", "diff_one_shot_ci_high"]  # fmt: skip
+    names = [
+        "avg_acc_ci_low",
+        "avg_acc_ci_high",
+        "avg_ppl_ci_low",
+        "avg_ppl_ci_high",
+        "diff_one_shot_ci_low",
+        "diff_one_shot_ci_high",
+    ]
     for name in names:
         out[name] = np.nan
     if reps is None or out.empty:
@@ -333,8 +408,12 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     base_rows = out.assign(algorithm="one_shot")
     acc_base = reps.aligned(base_rows, "avg_accuracy")
     for j in range(len(out)):
-        out.iloc[j, out.columns.get_loc("avg_acc_ci_low")], out.iloc[j, out.columns.get_loc("avg_acc_ci_high")] = interval(acc[:, j])
-        out.iloc[j, out.columns.get_loc("avg_ppl_ci_low")], out.iloc[j, out.columns.get_loc("avg_ppl_ci_high")] = interval(ppl[:, j])
+        out.iloc[j, out.columns.get_loc("avg_acc_ci_low")], out.iloc[j, out.columns.get_loc("avg_acc_ci_high")] = (
+            interval(acc[:, j])
+        )
+        out.iloc[j, out.columns.get_loc("avg_ppl_ci_low")], out.iloc[j, out.columns.get_loc("avg_ppl_ci_high")] = (
+            interval(ppl[:, j])
+        )
         if pd.notna(out["diff_one_shot"].iloc[j]):
             lo, hi = interval(acc[:, j] - acc_base[:, j])
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_low")] = lo

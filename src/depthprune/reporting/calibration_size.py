@@ -100,7 +100,7 @@ def calibration_size_table(summary: pd.DataFrame) -> pd.DataFrame:
                 n_samples=first["n_samples"],
                 seq_len=first["seq_len"],
                 n_seeds=int(group["run_seed"].nunique(dropna=False)),
-                distinct_sets=len(set(frozenset(s) for s in sets)),
+                distinct_sets=len({frozenset(s) for s in sets}),
                 jaccard_mean=mean_pairwise_jaccard(sets),
                 loss_mean=loss.mean(),
                 loss_std=loss.std(ddof=1) if loss.notna().sum() > 1 else math.nan,
@@ -109,7 +109,9 @@ def calibration_size_table(summary: pd.DataFrame) -> pd.DataFrame:
                 avg_accuracy_std=acc.std(ddof=1) if acc.notna().sum() > 1 else math.nan,
                 avg_accuracy_min=acc.min(),
                 avg_accuracy_max=acc.max(),
-                avg_perplexity_geomean=float(np.exp(log_ppl.mean())) if len(log_ppl) and ppl.notna().all() else math.nan,
+                avg_perplexity_geomean=float(np.exp(log_ppl.mean()))
+                if len(log_ppl) and ppl.notna().all()
+                else math.nan,
                 avg_perplexity_min=ppl.min(),
                 avg_perplexity_max=ppl.max(),
                 removed_sets=" | ".join(" ".join(str(i) for i in sorted(s)) for s in sets),
@@ -134,7 +136,8 @@ def report_table(table: pd.DataFrame) -> ReportTable:
     frame = table.copy()
     if not frame.empty:
         frame["accuracy_range"] = [
-            f"{fmt_percent(lo)}–{fmt_percent(hi)}" for lo, hi in zip(frame["avg_accuracy_min"], frame["avg_accuracy_max"])
+            f"{fmt_percent(lo)}–{fmt_percent(hi)}"
+            for lo, hi in zip(frame["avg_accuracy_min"], frame["avg_accuracy_max"])
         ]
     else:
         frame["accuracy_range"] = []
@@ -178,7 +181,11 @@ PANELS = [
 def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """One column per (model, calibration, M), one row per statistic; x: size; a line per algorithm;
     bars: range over seeds; dotted line: the dense model."""
-    keys = list(table[["model", "calibration", "budget"]].drop_duplicates().itertuples(index=False)) if not table.empty else []
+    keys = (
+        list(table[["model", "calibration", "budget"]].drop_duplicates().itertuples(index=False))
+        if not table.empty
+        else []
+    )
     with figure_style():
         fig = new_figure(max(3.2, 2.6 * max(1, len(keys))), 6.6)
         axes = fig.subplots(len(PANELS), max(1, len(keys)), squeeze=False)
@@ -186,7 +193,9 @@ def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[
             for ax in axes[:, 0]:
                 note_panel(ax, "no calibration-size results")
         for c, (model, calibration, budget) in enumerate(keys):
-            panel = table[(table["model"] == model) & (table["calibration"] == calibration) & (table["budget"] == budget)]
+            panel = table[
+                (table["model"] == model) & (table["calibration"] == calibration) & (table["budget"] == budget)
+            ]
             sizes = list(dict.fromkeys(panel["size"]))
             x_of = {size: i for i, size in enumerate(sizes)}
             for r, (col, lo, hi, label, log_scale) in enumerate(PANELS):

@@ -24,7 +24,9 @@ def register(subparsers) -> None:
     agg.add_argument("--results", default="results", help="results folder to search (default: results)")
     agg.add_argument("--selections", nargs="*", metavar="FILE", help="explicit selection.json files (skips the search)")
     agg.add_argument("--metrics", nargs="*", metavar="FILE", help="explicit metrics.csv files (skips the search)")
-    agg.add_argument("--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)")
+    agg.add_argument(
+        "--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)"
+    )
     agg.add_argument("--out", default="results/aggregate", help="output folder (default: results/aggregate)")
     agg.set_defaults(func=run_aggregate)
 
@@ -36,16 +38,27 @@ def register(subparsers) -> None:
     ren.add_argument("--aggregate", default="results/aggregate", help="aggregate folder (default: results/aggregate)")
     ren.add_argument("--out", default="figures", help="output folder (default: figures)")
     ren.add_argument(
-        "--only", default=None, metavar="LIST",
+        "--only",
+        default=None,
+        metavar="LIST",
         help="comma-separated subset: figure1,figure2,figure3,table1..table6,analyses,observations",
-    )  # fmt: skip
-    ren.add_argument("--bootstrap-resamples", type=int, default=1000,
-                     help="paired document-bootstrap resamples for the 95%% intervals (default 1000)")
+    )
+    ren.add_argument(
+        "--bootstrap-resamples",
+        type=int,
+        default=1000,
+        help="paired document-bootstrap resamples for the 95%% intervals (default 1000)",
+    )
     ren.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    ren.add_argument("--comparable-band", type=float, default=2.0,
-                     help="§5.2: calibration/algorithm shift ratios within [1/b, b] are comparable (default 2)")
-    ren.add_argument("--strong-rho", type=float, default=0.5,
-                     help="§5.3: |ρ| above this is a strong correlation (default 0.5)")
+    ren.add_argument(
+        "--comparable-band",
+        type=float,
+        default=2.0,
+        help="§5.2: calibration/algorithm shift ratios within [1/b, b] are comparable (default 2)",
+    )
+    ren.add_argument(
+        "--strong-rho", type=float, default=0.5, help="§5.3: |ρ| above this is a strong correlation (default 0.5)"
+    )
     ren.set_defaults(func=run_render)
 
     size = subparsers.add_parser(
@@ -96,9 +109,14 @@ def run_render(args: argparse.Namespace) -> int:
     from depthprune.reporting.render import parse_only, render
 
     written = render(
-        args.aggregate, args.out, only=parse_only(args.only), bootstrap_resamples=args.bootstrap_resamples,
-        bootstrap_seed=args.bootstrap_seed, comparable_band=args.comparable_band, strong_rho=args.strong_rho,
-    )  # fmt: skip
+        args.aggregate,
+        args.out,
+        only=parse_only(args.only),
+        bootstrap_resamples=args.bootstrap_resamples,
+        bootstrap_seed=args.bootstrap_seed,
+        comparable_band=args.comparable_band,
+        strong_rho=args.strong_rho,
+    )
     print(f"render: {len(written)} files -> {args.out}")
     return 0
 

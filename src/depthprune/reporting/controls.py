@@ -43,22 +43,37 @@ def control_comparison(selections: pd.DataFrame) -> pd.DataFrame:
             g, c = by_algorithm[guided], by_algorithm[control]
             g_set, c_set = set(parse_layers(g.removed)), set(parse_layers(c.removed))
             gap = (float(c.loss) - float(g.loss)) / abs(float(g.loss)) if float(g.loss) else float("nan")
-            rows.append({
-                **dict(zip(keys, cell)),
-                "guided": guided,
-                "control": control,
-                "guided_removed": g.removed,
-                "control_removed": c.removed,
-                "jaccard": _jaccard(g_set, c_set),
-                "identical": g_set == c_set,
-                "loss_guided": float(g.loss),
-                "loss_control": float(c.loss),
-                "relative_loss_gap": gap,
-                "control_jaccard_one_shot": _jaccard(c_set, set(parse_layers(one_shot.removed))) if one_shot is not None else float("nan"),
-                "converged": bool(g_set == c_set or gap <= LOSS_TOLERANCE),
-            })  # fmt: skip
-    columns = keys + ["guided", "control", "guided_removed", "control_removed", "jaccard", "identical",
-                      "loss_guided", "loss_control", "relative_loss_gap", "control_jaccard_one_shot", "converged"]  # fmt: skip
+            rows.append(
+                {
+                    **dict(zip(keys, cell)),
+                    "guided": guided,
+                    "control": control,
+                    "guided_removed": g.removed,
+                    "control_removed": c.removed,
+                    "jaccard": _jaccard(g_set, c_set),
+                    "identical": g_set == c_set,
+                    "loss_guided": float(g.loss),
+                    "loss_control": float(c.loss),
+                    "relative_loss_gap": gap,
+                    "control_jaccard_one_shot": _jaccard(c_set, set(parse_layers(one_shot.removed)))
+                    if one_shot is not None
+                    else float("nan"),
+                    "converged": bool(g_set == c_set or gap <= LOSS_TOLERANCE),
+                }
+            )
+    columns = keys + [
+        "guided",
+        "control",
+        "guided_removed",
+        "control_removed",
+        "jaccard",
+        "identical",
+        "loss_guided",
+        "loss_control",
+        "relative_loss_gap",
+        "control_jaccard_one_shot",
+        "converged",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -66,8 +81,10 @@ def prior_artifact_answer(selections: pd.DataFrame) -> str:
     """One paragraph for observations.md: do the prior-free runs converge to the same sets?"""
     table = control_comparison(selections)
     if table.empty:
-        return ("Convergence is not a prior artefact: not testable (no cell has both a guided search and "
-                "its random-initialisation control, ga/ga_random or bo/bo_random).")
+        return (
+            "Convergence is not a prior artefact: not testable (no cell has both a guided search and "
+            "its random-initialisation control, ga/ga_random or bo/bo_random)."
+        )
     n, converged, identical = len(table), int(table["converged"].sum()), int(table["identical"].sum())
     verdict = "holds" if converged == n else ("partly holds" if converged else "does not hold")
     return (

@@ -95,9 +95,15 @@ def _draw_panel(ax, matrix: np.ndarray, algorithms: list[str], calibration: str,
     # Shade = fraction of seeds that removed the layer (exactly the two colours with one seed).
     cmap = LinearSegmentedColormap.from_list("removal", [EMPTY_CELL, calibration_colour(calibration, calibrations)])
     ax.pcolormesh(
-        np.arange(n_layers + 1) - 0.5, np.arange(n_alg + 1) - 0.5, np.ma.masked_invalid(matrix),
-        cmap=cmap, vmin=0, vmax=1, edgecolors="white", linewidth=0.4,
-    )  # fmt: skip
+        np.arange(n_layers + 1) - 0.5,
+        np.arange(n_alg + 1) - 0.5,
+        np.ma.masked_invalid(matrix),
+        cmap=cmap,
+        vmin=0,
+        vmax=1,
+        edgecolors="white",
+        linewidth=0.4,
+    )
     for row in np.flatnonzero(np.isnan(matrix).all(axis=1)):
         ax.text((n_layers - 1) / 2, row, "not run", ha="center", va="center", color=NOTE_COLOUR, fontsize=5)
     ax.set_ylim(n_alg - 0.5, -0.5)  # first algorithm on top

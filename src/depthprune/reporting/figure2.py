@@ -72,10 +72,15 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
     for row in valid.itertuples(index=False):
         _error_bars(ax, row, calibration_colour(row.calibration, calibrations))
         ax.scatter(
-            row.avg_perplexity, 100 * row.avg_accuracy, marker=algorithm_marker(row.algorithm),
-            color=calibration_colour(row.calibration, calibrations), s=22, edgecolors="white",
-            linewidths=0.4, zorder=3,
-        )  # fmt: skip
+            row.avg_perplexity,
+            100 * row.avg_accuracy,
+            marker=algorithm_marker(row.algorithm),
+            color=calibration_colour(row.calibration, calibrations),
+            s=22,
+            edgecolors="white",
+            linewidths=0.4,
+            zorder=3,
+        )
     for row in dense.dropna(subset=["avg_perplexity", "avg_accuracy"]).itertuples(index=False):
         ax.scatter(row.avg_perplexity, 100 * row.avg_accuracy, marker="*", color="black", s=40, zorder=4)
     ax.set_xscale("log")
@@ -85,8 +90,16 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
     ax.grid(True, which="major", linewidth=0.3, alpha=0.5)
     missing = len(cell) - len(valid)
     if missing:
-        ax.text(0.99, 0.02, f"{missing} run(s) without both averages", ha="right", va="bottom",
-                transform=ax.transAxes, color=NOTE_COLOUR, fontsize=5)  # fmt: skip
+        ax.text(
+            0.99,
+            0.02,
+            f"{missing} run(s) without both averages",
+            ha="right",
+            va="bottom",
+            transform=ax.transAxes,
+            color=NOTE_COLOUR,
+            fontsize=5,
+        )
 
 
 def _error_bars(ax, row, colour) -> None:
@@ -100,8 +113,18 @@ def _error_bars(ax, row, colour) -> None:
     if not any(pd.isna(v) for v in ppl) and ppl[0] > 0:
         xerr = [[max(0.0, row.avg_perplexity - ppl[0])], [max(0.0, ppl[1] - row.avg_perplexity)]]
     if yerr is not None or xerr is not None:
-        ax.errorbar(row.avg_perplexity, 100 * row.avg_accuracy, yerr=yerr, xerr=xerr, fmt="none", ecolor=colour,
-                    elinewidth=0.5, alpha=0.6, capsize=0, zorder=2)  # fmt: skip
+        ax.errorbar(
+            row.avg_perplexity,
+            100 * row.avg_accuracy,
+            yerr=yerr,
+            xerr=xerr,
+            fmt="none",
+            ecolor=colour,
+            elinewidth=0.5,
+            alpha=0.6,
+            capsize=0,
+            zorder=2,
+        )
 
 
 def _legend(fig, calibrations: list[str], algorithms: list[str], has_dense: bool) -> None:
@@ -116,5 +139,11 @@ def _legend(fig, calibrations: list[str], algorithms: list[str], has_dense: bool
     if has_dense:
         marker_handles.append(Line2D([], [], linestyle="", marker="*", color="black", markersize=6, label="Dense"))
     handles = colour_handles + marker_handles
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), frameon=False,
-               handletextpad=0.2, columnspacing=0.8)  # fmt: skip
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(4, len(handles)),
+        frameon=False,
+        handletextpad=0.2,
+        columnspacing=0.8,
+    )

@@ -71,8 +71,14 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
             Line2D([], [], linestyle="", marker=algorithm_marker(a), color="#555555", label=algorithm_name(a))
             for a in algorithms
         ]
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), frameon=False,
-                   handletextpad=0.2, columnspacing=0.8)  # fmt: skip
+        fig.legend(
+            handles=handles,
+            loc="outside lower center",
+            ncols=min(4, len(handles)),
+            frameon=False,
+            handletextpad=0.2,
+            columnspacing=0.8,
+        )
         return save_figure(fig, out_dir, stem)
 
 

@@ -39,7 +39,7 @@ import yaml
 
 from depthprune.reporting.aggregate import load_aggregate
 from depthprune.reporting.analysis import pairwise_jaccard, range_statistic, spearman_table, variance_decomposition
-from depthprune.reporting.style import PAPER_CALIBRATIONS, calibration_name
+from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 # ratio of the calibration shift to the algorithm shift inside [1/2, 2] counts as "comparable": the
 # paper's own 5.76 vs 7.51 (ratio 0.77) is, and a shift twice the other is the smallest we would call
@@ -115,8 +115,16 @@ class Observations:
 
 
 def _row(claim, scope, statistic, value, ci=(np.nan, np.nan), paper="", verdict=DESCRIPTIVE) -> dict:
-    return {"claim": claim, "scope": scope, "statistic": statistic, "value": float(value),
-            "ci_low": float(ci[0]), "ci_high": float(ci[1]), "paper_value": paper, "verdict": verdict}  # fmt: skip
+    return {
+        "claim": claim,
+        "scope": scope,
+        "statistic": statistic,
+        "value": float(value),
+        "ci_low": float(ci[0]),
+        "ci_high": float(ci[1]),
+        "paper_value": paper,
+        "verdict": verdict,
+    }
 
 
 def observe_sets(selections: pd.DataFrame, paper: dict) -> tuple[list[dict], str]:
@@ -130,8 +138,9 @@ def observe_sets(selections: pd.DataFrame, paper: dict) -> tuple[list[dict], str
             diff = within.mean() - across.mean()
             verdict = HOLDS if diff > 0 else FAILS
             verdicts.append(verdict)
-            rows.append(_row("5.1", f"{model} M={budget}", "mean Jaccard within − across calibrations", diff,
-                             verdict=verdict))  # fmt: skip
+            rows.append(
+                _row("5.1", f"{model} M={budget}", "mean Jaccard within − across calibrations", diff, verdict=verdict)
+            )
     reported = paper["section_5_1"]["jaccard_within"]
     for calibration in PAPER_CALIBRATIONS:
         within = pairs[(pairs["relation"] == "within") & (pairs["calibration_a"] == calibration)]
@@ -139,8 +148,11 @@ def observe_sets(selections: pd.DataFrame, paper: dict) -> tuple[list[dict], str
             continue
         per_cell = within.groupby(["model", "budget"])["jaccard"].mean()
         text = " / ".join(f"{v:.2f} ({k})" for k, v in reported.get(calibration, {}).items())
-        rows.append(_row("5.1", f"all, {calibration}", "mean within-calibration Jaccard over cells",
-                         per_cell.mean(), paper=text))  # fmt: skip
+        rows.append(
+            _row(
+                "5.1", f"all, {calibration}", "mean within-calibration Jaccard over cells", per_cell.mean(), paper=text
+            )
+        )
     return rows, combine(verdicts)
 
 
@@ -156,7 +168,10 @@ def observe_variance(summary: pd.DataFrame, reps, paper: dict, band: float) -> t
         if r.response == "avg_accuracy_points":
             unit = "points"
             verdict = below(*ci, r.ratio, band)
-            paper_cal, paper_alg = f"{p['accuracy_shift_calibration_points']:.2f}", f"{p['accuracy_shift_algorithm_points']:.2f}"
+            paper_cal, paper_alg = (
+                f"{p['accuracy_shift_calibration_points']:.2f}",
+                f"{p['accuracy_shift_algorithm_points']:.2f}",
+            )
             paper_ratio = f"{paper_acc_ratio:.2f} (comparable)"
             statistic = f"accuracy shift ratio calibration / algorithm (claim: ≤ {band:g})"
         else:
@@ -166,22 +181,45 @@ def observe_variance(summary: pd.DataFrame, reps, paper: dict, band: float) -> t
             paper_cal, paper_alg = f"{lo}–{hi}", f"< {p['perplexity_shift_algorithm_orders_below']}"
             paper_ratio = "> 1 (calibration dominates)"
             statistic = f"perplexity shift ratio calibration / algorithm (claim: > {band:g})"
-        rows.append(_row("5.2", scope, f"{r.response}: largest shift from calibration ({unit})", r.shift_calibration,
-                         (r.shift_calibration_ci_low, r.shift_calibration_ci_high), paper_cal if pooled else ""))
-        rows.append(_row("5.2", scope, f"{r.response}: largest shift from algorithm ({unit})", r.shift_algorithm,
-                         (r.shift_algorithm_ci_low, r.shift_algorithm_ci_high), paper_alg if pooled else ""))
+        rows.append(
+            _row(
+                "5.2",
+                scope,
+                f"{r.response}: largest shift from calibration ({unit})",
+                r.shift_calibration,
+                (r.shift_calibration_ci_low, r.shift_calibration_ci_high),
+                paper_cal if pooled else "",
+            )
+        )
+        rows.append(
+            _row(
+                "5.2",
+                scope,
+                f"{r.response}: largest shift from algorithm ({unit})",
+                r.shift_algorithm,
+                (r.shift_algorithm_ci_low, r.shift_algorithm_ci_high),
+                paper_alg if pooled else "",
+            )
+        )
         rows.append(_row("5.2", scope, statistic, r.ratio, ci, paper_ratio if pooled else "", verdict))
         if pooled:
             overall[r.response] = verdict
     decomposition = variance_decomposition(summary, reps)
     for r in decomposition.dropna(subset=["ss_total"]).itertuples(index=False):
-        for part, df in (("calibration", r.df_calibration), ("algorithm", r.df_algorithm),
-                         ("interaction", r.df_interaction)):  # fmt: skip
-            rows.append(_row(
-                "5.2", f"{r.model} M={r.budget}", f"{r.response}: SS share of {part} (df {int(df)})",
-                getattr(r, f"share_{part}"),
-                (getattr(r, f"share_{part}_ci_low"), getattr(r, f"share_{part}_ci_high")),
-            ))  # fmt: skip
+        for part, df in (
+            ("calibration", r.df_calibration),
+            ("algorithm", r.df_algorithm),
+            ("interaction", r.df_interaction),
+        ):
+            rows.append(
+                _row(
+                    "5.2",
+                    f"{r.model} M={r.budget}",
+                    f"{r.response}: SS share of {part} (df {int(df)})",
+                    getattr(r, f"share_{part}"),
+                    (getattr(r, f"share_{part}_ci_low"), getattr(r, f"share_{part}_ci_high")),
+                )
+            )
     verdict = combine(list(overall.values())) if len(overall) == 2 else NOT_TESTABLE
     return rows, verdict
 
@@ -196,26 +234,66 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
         ci = (r.rho_ci_low, r.rho_ci_high)
         if r.calibration_kind == "tlm":
             verdict = above(*ci, r.rho, 0.0)
-            rows.append(_row("5.3", scope, "ρ (TLM pruning; claim: > 0, misalignment)", r.rho, ci,
-                             f"{p['tlm']['positive_cells']}/{p['tlm']['cells']} positive", verdict))
+            rows.append(
+                _row(
+                    "5.3",
+                    scope,
+                    "ρ (TLM pruning; claim: > 0, misalignment)",
+                    r.rho,
+                    ci,
+                    f"{p['tlm']['positive_cells']}/{p['tlm']['cells']} positive",
+                    verdict,
+                )
+            )
             verdicts.append(verdict)
         else:
             sign = below(*ci, r.rho, 0.0, strict=True)
             weak = above(*ci, r.rho, -strong_rho)
-            rows.append(_row("5.3", scope, "ρ (perplexity pruning; sign claim: < 0, alignment)", r.rho, ci,
-                             f"{p['ppl']['negative_cells']}/{p['ppl']['cells']} negative", sign))
-            rows.append(_row("5.3", scope, f"ρ (perplexity pruning; weak-alignment claim: > −{strong_rho:g})", r.rho,
-                             ci, "median −0.27 (weak)", weak))
+            rows.append(
+                _row(
+                    "5.3",
+                    scope,
+                    "ρ (perplexity pruning; sign claim: < 0, alignment)",
+                    r.rho,
+                    ci,
+                    f"{p['ppl']['negative_cells']}/{p['ppl']['cells']} negative",
+                    sign,
+                )
+            )
+            rows.append(
+                _row(
+                    "5.3",
+                    scope,
+                    f"ρ (perplexity pruning; weak-alignment claim: > −{strong_rho:g})",
+                    r.rho,
+                    ci,
+                    "median −0.27 (weak)",
+                    weak,
+                )
+            )
             verdicts += [sign, weak]
     for kind, label in (("tlm", "TLM"), ("ppl", "perplexity")):
         rho = spearman.loc[spearman["calibration_kind"] == kind, "rho"].dropna()
         if len(rho):
             lo, hi = p[kind]["range"]
-            rows.append(_row("5.3", f"all, {label} pruning", "median ρ over cells", rho.median(),
-                             paper=f"{p[kind]['median']:+.2f} (range {lo:+.2f} to {hi:+.2f})"))
-            rows.append(_row("5.3", f"all, {label} pruning", "cells with ρ > 0" if kind == "tlm" else "cells with ρ < 0",
-                             int((rho > 0).sum() if kind == "tlm" else (rho < 0).sum()),
-                             paper=str(p[kind]["positive_cells" if kind == "tlm" else "negative_cells"])))
+            rows.append(
+                _row(
+                    "5.3",
+                    f"all, {label} pruning",
+                    "median ρ over cells",
+                    rho.median(),
+                    paper=f"{p[kind]['median']:+.2f} (range {lo:+.2f} to {hi:+.2f})",
+                )
+            )
+            rows.append(
+                _row(
+                    "5.3",
+                    f"all, {label} pruning",
+                    "cells with ρ > 0" if kind == "tlm" else "cells with ρ < 0",
+                    int((rho > 0).sum() if kind == "tlm" else (rho < 0).sum()),
+                    paper=str(p[kind]["positive_cells" if kind == "tlm" else "negative_cells"]),
+                )
+            )
     return rows, combine(verdicts)
 
 
@@ -240,9 +318,12 @@ def evaluate_observations(
         rows += claim_rows
         verdicts[claim] = verdict if claim_rows else NOT_TESTABLE
     settings = {
-        "comparable_band": comparable_band, "strong_rho": strong_rho,
-        "bootstrap": f"{reps.n_resamples} resamples, seed {reps.seed}" if reps is not None else "none (no per-document results)",
-    }  # fmt: skip
+        "comparable_band": comparable_band,
+        "strong_rho": strong_rho,
+        "bootstrap": f"{reps.n_resamples} resamples, seed {reps.seed}"
+        if reps is not None
+        else "none (no per-document results)",
+    }
     return Observations(rows=pd.DataFrame(rows, columns=COLUMNS), verdicts=verdicts, settings=settings)
 
 
@@ -253,7 +334,9 @@ def observations_frame(obs: Observations) -> pd.DataFrame:
 def paper_comparison(obs: Observations) -> pd.DataFrame:
     """Every statistic the paper reports a value for, ours beside it, with interval and verdict."""
     rows = obs.rows[obs.rows["paper_value"] != ""]
-    return rows[["claim", "scope", "statistic", "paper_value", "value", "ci_low", "ci_high", "verdict"]].reset_index(drop=True)
+    return rows[["claim", "scope", "statistic", "paper_value", "value", "ci_low", "ci_high", "verdict"]].reset_index(
+        drop=True
+    )
 
 
 def _fmt(value) -> str:
@@ -290,7 +373,7 @@ def observations_markdown(obs: Observations) -> str:
         f"documents ({s['bootstrap']}); verdicts use only the paper's two calibrations (ppl_c4, tlm_cs170k). "
         "`inconclusive`: the interval straddles the claim's threshold.",
         "",
-        f"- §5.2 \"comparable\" band: calibration shift / algorithm shift within [1/{s['comparable_band']:g}, "
+        f'- §5.2 "comparable" band: calibration shift / algorithm shift within [1/{s["comparable_band"]:g}, '
         f"{s['comparable_band']:g}] (the paper's 5.76 / 7.51 = 0.77 is inside).",
         "- §5.3 sign convention: ρ = Spearman(avg perplexity, avg accuracy) on raw values, as the paper's Figure 3. "
         "A **negative ρ means lower perplexity goes with higher accuracy: the rankings agree (alignment)**; "

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from depthprune.io import atomic_write_csv, atomic_write_text
 from depthprune.reporting.aggregate import SAMPLES, load_aggregate
@@ -25,6 +25,7 @@ from depthprune.reporting.analysis import (
     with_intervals,
 )
 from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
+from depthprune.reporting.controls import control_comparison, prior_artifact_answer
 from depthprune.reporting.figure1 import figure1
 from depthprune.reporting.figure2 import figure2
 from depthprune.reporting.figure3 import figure3
@@ -38,7 +39,6 @@ from depthprune.reporting.observations import (
     paper_comparison_markdown,
 )
 from depthprune.reporting.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
-from depthprune.reporting.controls import control_comparison, prior_artifact_answer
 from depthprune.reporting.style import CONTROL_ALGORITHMS
 from depthprune.reporting.tables import TABLE_NAMES, build_tables, write_tables
 
@@ -75,18 +75,26 @@ def load_samples(aggregate_dir: str | Path):
 
 def seeds_markdown(primary: int, verdicts, stability) -> str:
     """The "Across seeds" section of observations.md."""
-    lines = ["", "## Across seeds", "",
-             f"Tables, figures and the rows above are seed {primary}. Verdict of each claim per seed, "
-             "and whether it holds in every seed (tables/seeds_verdicts.csv):", "",
-             "| claim | " + " | ".join(verdicts["seed"].drop_duplicates()) + " |",
-             "| --- | " + " | ".join("---" for _ in verdicts["seed"].drop_duplicates()) + " |"]  # fmt: skip
+    lines = [
+        "",
+        "## Across seeds",
+        "",
+        f"Tables, figures and the rows above are seed {primary}. Verdict of each claim per seed, "
+        "and whether it holds in every seed (tables/seeds_verdicts.csv):",
+        "",
+        "| claim | " + " | ".join(verdicts["seed"].drop_duplicates()) + " |",
+        "| --- | " + " | ".join("---" for _ in verdicts["seed"].drop_duplicates()) + " |",
+    ]
     for claim, group in verdicts.groupby("claim", sort=True):
         lines.append(f"| §{claim} | " + " | ".join(group["verdict"]) + " |")
     if not stability.empty:
         mean = stability["mean_jaccard_across_seeds"].mean()
-        lines += ["", f"Set stability: mean Jaccard of one algorithm's sets across seeds {mean:.2f} "
-                      "(per algorithm: tables/seeds_set_stability.csv; spread of losses and averages: "
-                      "tables/seeds_spread.csv)."]  # fmt: skip
+        lines += [
+            "",
+            f"Set stability: mean Jaccard of one algorithm's sets across seeds {mean:.2f} "
+            "(per algorithm: tables/seeds_set_stability.csv; spread of losses and averages: "
+            "tables/seeds_spread.csv).",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -155,15 +163,22 @@ def render(
     if "observations" in wanted:
         observations = evaluate_observations(selections, base, reps, comparable_band, strong_rho)
         text = observations_markdown(observations)
-        text += "\n## Random-initialisation controls (the paper's limitation 2)\n\n" + prior_artifact_answer(all_selections) + "\n"
+        text += (
+            "\n## Random-initialisation controls (the paper's limitation 2)\n\n"
+            + prior_artifact_answer(all_selections)
+            + "\n"
+        )
         if len(seeds) > 1:
             by_seed = {primary: observations.verdicts}
             for seed in seeds[1:]:
                 seed_samples = for_seed(all_samples, seed) if all_samples is not None else None
                 seed_reps = document_replicates(seed_samples, bootstrap_resamples, bootstrap_seed)
                 by_seed[seed] = evaluate_observations(
-                    paper_only(for_seed(agg.selections, seed)), paper_only(for_seed(agg.summary, seed)),
-                    seed_reps, comparable_band, strong_rho,
+                    paper_only(for_seed(agg.selections, seed)),
+                    paper_only(for_seed(agg.summary, seed)),
+                    seed_reps,
+                    comparable_band,
+                    strong_rho,
                 ).verdicts
             verdicts = verdicts_by_seed(by_seed)
             atomic_write_csv(tables_dir / "seeds_verdicts.csv", verdicts)
@@ -173,6 +188,8 @@ def render(
         atomic_write_csv(tables_dir / "observations.csv", observations_frame(observations))
         atomic_write_text(tables_dir / "paper_comparison.md", paper_comparison_markdown(observations))
         atomic_write_csv(tables_dir / "paper_comparison.csv", paper_comparison(observations))
-        written += [tables_dir / f"{name}.{ext}" for name in ("observations", "paper_comparison") for ext in ("md", "csv")]
+        written += [
+            tables_dir / f"{name}.{ext}" for name in ("observations", "paper_comparison") for ext in ("md", "csv")
+        ]
     log.info("render: %d files in %s (%.1f s)", len(written), out, time.perf_counter() - start)
     return written

@@ -57,9 +57,14 @@ def set_stability(selections: pd.DataFrame) -> pd.DataFrame:
     for key, group in pruned.groupby(KEY, sort=False):
         sets = [parse_layers(r) for r in group.sort_values("seed")["removed"]]
         pairs = [jaccard(a, b) for a, b in itertools.combinations(sets, 2)]
-        rows.append({**dict(zip(KEY, key)), "n_seeds": len(sets),
-                     "mean_jaccard_across_seeds": float(np.mean(pairs)) if pairs else np.nan,
-                     "min_jaccard_across_seeds": float(np.min(pairs)) if pairs else np.nan})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(KEY, key)),
+                "n_seeds": len(sets),
+                "mean_jaccard_across_seeds": float(np.mean(pairs)) if pairs else np.nan,
+                "min_jaccard_across_seeds": float(np.min(pairs)) if pairs else np.nan,
+            }
+        )
     columns = KEY + ["n_seeds", "mean_jaccard_across_seeds", "min_jaccard_across_seeds"]
     return sort_frame(pd.DataFrame(rows, columns=columns)) if rows else pd.DataFrame(columns=columns)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import matplotlib
 from matplotlib.figure import Figure

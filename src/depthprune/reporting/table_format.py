@@ -10,9 +10,9 @@ of the frame) plus one ``best_<column>`` flag per bold column, so the choice is 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -88,7 +88,7 @@ def _cells(table: ReportTable, escape: Callable[[str], str], bold: Callable[[str
     label_count = len(table.block)
     for idx, record in table.frame.iterrows():
         row = []
-        for position, col in enumerate(table.columns):
+        for col in table.columns:
             value = record[col.name]
             text = MISSING if _is_missing(value) else col.fmt(value)
             if col.interval and not _is_missing(value):
@@ -129,9 +129,17 @@ def to_markdown(table: ReportTable) -> str:
 
 
 LATEX_SPECIALS = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-}  # fmt: skip
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -192,4 +200,4 @@ def fmt_seconds(value) -> str:
 
 
 def fmt_int(value) -> str:
-    return f"{int(round(float(value)))}"
+    return f"{round(float(value))}"

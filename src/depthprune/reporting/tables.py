@@ -36,6 +36,8 @@ CI_NOTE = "[lo, hi]: 95 % paired bootstrap interval over documents (CSV: *_ci_lo
 def _with(frame: pd.DataFrame, columns) -> list[str]:
     """``columns`` that the frame has (the interval columns exist only after with_intervals)."""
     return [c for c in columns if c in frame.columns]
+
+
 BLOCK = ["model", "budget", "calibration"]
 ACCURACY_HEADERS = dict(zip(ACCURACY_COLUMNS, ("Hella", "Wino", "ARC-E", "ARC-C", "PIQA", "BoolQ")))
 PERPLEXITY_HEADERS = dict(zip(PERPLEXITY_COLUMNS, ("W2", "C4", "LMB")))
@@ -78,14 +80,19 @@ def table1(summary: pd.DataFrame) -> ReportTable:
         Column("avg_perplexity", "Avg", fmt_perplexity, best="min", numeric=True, interval=PPL_CI),
     ]
     return ReportTable(
-        name="table1", title="Table 1",
+        name="table1",
+        title="Table 1",
         caption=(
             "Perplexity (lower is better) on WikiText-2 (W2), C4 and LAMBADA (LMB) under each calibration "
             "configuration; M removed layers, no fine-tuning. Lowest Avg per (model, M, calibration) in bold."
         ),
-        frame=frame, columns=columns, block=BLOCK, reference=_reference(frame),
-        empty_note="No perplexity results.", notes=[DENSE_NOTE, CI_NOTE],
-    )  # fmt: skip
+        frame=frame,
+        columns=columns,
+        block=BLOCK,
+        reference=_reference(frame),
+        empty_note="No perplexity results.",
+        notes=[DENSE_NOTE, CI_NOTE],
+    )
 
 
 def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> ReportTable:
@@ -98,16 +105,20 @@ def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> R
     ]
     pruning = "task-likelihood-margin (TLM)" if kind == "tlm" else "calibration-perplexity"
     return ReportTable(
-        name=name, title=title,
+        name=name,
+        title=title,
         caption=(
             f"Zero-shot accuracy (%, higher is better) of models pruned by {pruning} calibration, "
             "without fine-tuning: HellaSwag, WinoGrande, ARC-Easy, ARC-Challenge, PIQA, BoolQ "
             "(acc_norm where the task has it, else acc). Highest Avg per (model, M, calibration) in bold."
         ),
-        frame=frame, columns=columns, block=BLOCK, reference=_reference(frame),
+        frame=frame,
+        columns=columns,
+        block=BLOCK,
+        reference=_reference(frame),
         empty_note=f"No results under {pruning} pruning.",
         notes=[DENSE_NOTE, "CSV values are fractions (0-1); Markdown/LaTeX show percent.", CI_NOTE],
-    )  # fmt: skip
+    )
 
 
 def table4(summary: pd.DataFrame) -> ReportTable:
@@ -122,18 +133,25 @@ def table4(summary: pd.DataFrame) -> ReportTable:
     if "diff_one_shot" in frame.columns:
         columns.append(Column("diff_one_shot", "Δ vs one-shot (pts)", fmt_points, numeric=True, interval=DIFF_CI))
     return ReportTable(
-        name="table4", title="Table 4",
+        name="table4",
+        title="Table 4",
         caption=(
             "Search cost and result per algorithm: search time in seconds (the compute the search needs on its own, "
             "including the single-layer prior for searches that read it, so one-shot's time is the prior's) and distinct subset "
             "evaluations as recorded by the search (selection.json), and average zero-shot accuracy. Highest "
             "accuracy per (model, M, calibration) in bold."
         ),
-        frame=frame, columns=columns, block=BLOCK, empty_note="No search results.",
-        notes=["CSV accuracy is a fraction (0-1); Markdown/LaTeX show percent.", CI_NOTE,
-               "Δ vs one-shot: the algorithm's average accuracy minus one-shot's under the same calibration and M, "
-               "paired over the same resampled documents."],
-    )  # fmt: skip
+        frame=frame,
+        columns=columns,
+        block=BLOCK,
+        empty_note="No search results.",
+        notes=[
+            "CSV accuracy is a fraction (0-1); Markdown/LaTeX show percent.",
+            CI_NOTE,
+            "Δ vs one-shot: the algorithm's average accuracy minus one-shot's under the same calibration and M, "
+            "paired over the same resampled documents.",
+        ],
+    )
 
 
 def table5(selections: pd.DataFrame) -> ReportTable:
@@ -151,14 +169,18 @@ def table5(selections: pd.DataFrame) -> ReportTable:
         Column("full_overlap", "Full overlap", fmt_fraction, best="max", numeric=True),
     ]
     return ReportTable(
-        name="table5", title="Table 5",
+        name="table5",
+        title="Table 5",
         caption=(
             "Algorithm-level agreement over the pruned layer sets of each (model, M, calibration) cell: "
             "Mean of the pairwise Jaccard similarities (n(n−1)/2 pairs for n algorithms), their Range "
             "(min-max), and Full overlap |∩S_i|/|∪S_i|. Highest per (model, M) in bold."
         ),
-        frame=frame, columns=columns, block=["model", "budget"], empty_note="No pruned sets.",
-    )  # fmt: skip
+        frame=frame,
+        columns=columns,
+        block=["model", "budget"],
+        empty_note="No pruned sets.",
+    )
 
 
 def table6(selections: pd.DataFrame) -> ReportTable:
@@ -173,12 +195,29 @@ def table6(selections: pd.DataFrame) -> ReportTable:
     for calibration, group in cells.groupby("calibration", sort=False):
         paper = " / ".join(f"{v:.2f} ({k})" for k, v in reported.get(calibration, {}).items()) or None
         for r in group.itertuples(index=False):
-            rows.append({"calibration": calibration, "model": r.model, "budget": str(r.budget),
-                         "n_sets": r.n_sets, "mean_jaccard": r.mean_jaccard, "paper_mean_jaccard": None})  # fmt: skip
-        rows.append({"calibration": calibration, "model": "mean over cells", "budget": "all",
-                     "n_sets": group["n_sets"].sum(), "mean_jaccard": group["mean_jaccard"].mean(),
-                     "paper_mean_jaccard": paper})  # fmt: skip
-    frame = pd.DataFrame(rows, columns=["calibration", "model", "budget", "n_sets", "mean_jaccard", "paper_mean_jaccard"])
+            rows.append(
+                {
+                    "calibration": calibration,
+                    "model": r.model,
+                    "budget": str(r.budget),
+                    "n_sets": r.n_sets,
+                    "mean_jaccard": r.mean_jaccard,
+                    "paper_mean_jaccard": None,
+                }
+            )
+        rows.append(
+            {
+                "calibration": calibration,
+                "model": "mean over cells",
+                "budget": "all",
+                "n_sets": group["n_sets"].sum(),
+                "mean_jaccard": group["mean_jaccard"].mean(),
+                "paper_mean_jaccard": paper,
+            }
+        )
+    frame = pd.DataFrame(
+        rows, columns=["calibration", "model", "budget", "n_sets", "mean_jaccard", "paper_mean_jaccard"]
+    )
     columns = [
         Column("calibration", "Calibration", calibration_name),
         Column("model", "Model"),
@@ -188,14 +227,18 @@ def table6(selections: pd.DataFrame) -> ReportTable:
         Column("paper_mean_jaccard", "Paper (§5.1)"),
     ]
     return ReportTable(
-        name="table6", title="Table 6",
+        name="table6",
+        title="Table 6",
         caption=(
             "Cell-level algorithm agreement (the paper's Appendix A.2): mean pairwise Jaccard of the pruned sets "
             "of the algorithms under one calibration, per (model, M), and its mean over cells beside the value "
             "the paper reports in §5.1 (LLaMA / Qwen3 under perplexity pruning, all models under TLM)."
         ),
-        frame=frame, columns=columns, block=["calibration"], empty_note="No pruned sets.",
-    )  # fmt: skip
+        frame=frame,
+        columns=columns,
+        block=["calibration"],
+        empty_note="No pruned sets.",
+    )
 
 
 def build_tables(summary: pd.DataFrame, selections: pd.DataFrame, only: set[str] | None = None) -> list[ReportTable]:

@@ -10,12 +10,12 @@ records every evaluation of this search in order and counts what this search cos
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
-
 
 
 def normalise_set(removed: Iterable[int]) -> tuple[int, ...]:
@@ -289,9 +289,7 @@ class SearchAlgorithm:
         for key, value in (overrides or {}).items():
             if key not in self.defaults:
                 valid = ", ".join(sorted(self.defaults)) or "none"
-                raise ValueError(
-                    f"search algorithm {self.name!r} has no parameter {key!r} (valid parameters: {valid})"
-                )
+                raise ValueError(f"search algorithm {self.name!r} has no parameter {key!r} (valid parameters: {valid})")
             params[key] = _coerce(self.name, key, self.defaults[key], value)
             if key in self.choices and params[key] not in self.choices[key]:
                 raise ValueError(

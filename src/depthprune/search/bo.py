@@ -43,9 +43,10 @@ import math
 import sqlite3
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import optuna
@@ -90,7 +91,9 @@ class BayesianOptimisation(SearchAlgorithm):
         if params["n_trials"] < 1:
             raise ValueError(f"search algorithm {self.name!r}: n_trials must be at least 1, got {params['n_trials']}")
         if not 0.5 < params["prior_key"] <= 1.0:
-            raise ValueError(f"search algorithm {self.name!r}: prior_key must be in (0.5, 1], got {params['prior_key']}")
+            raise ValueError(
+                f"search algorithm {self.name!r}: prior_key must be in (0.5, 1], got {params['prior_key']}"
+            )
         process_start = time.perf_counter()
         allowed = problem.allowed
         names = [f"k{i:03d}" for i in allowed]
@@ -115,7 +118,9 @@ class BayesianOptimisation(SearchAlgorithm):
                 # TPE to stumble on the last unseen sets.
                 subsets = [normalise_set(c) for c in itertools.combinations(allowed, problem.budget)]
                 problem.evaluator.evaluate(subsets)
-                problem.diagnostics.update({"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"})
+                problem.diagnostics.update(
+                    {"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"}
+                )
                 return normalise_set(problem.evaluator.best(size=problem.budget).removed)
 
             waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
@@ -124,8 +129,13 @@ class BayesianOptimisation(SearchAlgorithm):
                 high = float(params["prior_key"])
                 study.enqueue_trial({name: high if i in top else 1.0 - high for name, i in zip(names, allowed)})
 
-            progress = tqdm(total=target, initial=distinct, desc=f"{self.name} distinct sets", leave=False,
-                            disable=None if target - distinct > 1 else True)
+            progress = tqdm(
+                total=target,
+                initial=distinct,
+                desc=f"{self.name} distinct sets",
+                leave=False,
+                disable=None if target - distinct > 1 else True,
+            )
             while distinct < target:
                 start = time.perf_counter()
                 trial = study.ask()
@@ -154,7 +164,14 @@ class BayesianOptimisation(SearchAlgorithm):
                 study.set_user_attr("compute_seconds", earlier_seconds + time.perf_counter() - process_start)
             progress.close()
         stopped = "n_trials reached" if distinct >= params["n_trials"] else "every subset evaluated"
-        log.info("%s: %d distinct sets in %d trials (%d repaired proposals; %s)", self.name, distinct, distinct, repaired, stopped)
+        log.info(
+            "%s: %d distinct sets in %d trials (%d repaired proposals; %s)",
+            self.name,
+            distinct,
+            distinct,
+            repaired,
+            stopped,
+        )
         problem.diagnostics.update({"trials": distinct, "repaired": repaired, "distinct": distinct, "stopped": stopped})
         best = problem.evaluator.best(size=problem.budget)
         return normalise_set(best.removed)
@@ -176,10 +193,7 @@ def repair_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int, known, 
     by_layer = dict(zip(allowed, (float(k) for k in keys)))
     current = set(decode_keys(keys, allowed, budget))
     swaps = sorted(
-        (by_layer[out] - by_layer[into], out, into)
-        for out in current
-        for into in allowed
-        if into not in current
+        (by_layer[out] - by_layer[into], out, into) for out in current for into in allowed if into not in current
     )
     for _, out, into in swaps:
         candidate = normalise_set((current - {out}) | {into})
@@ -274,9 +288,7 @@ def _open_study(problem: SearchProblem, params: dict) -> optuna.Study:
         multivariate=params["multivariate"],
     )
     path = (workdir / STUDY_FILE).resolve()
-    storage = optuna.storages.RDBStorage(
-        f"sqlite:///{path}", engine_kwargs={"creator": lambda: _connect_sqlite(path)}
-    )
+    storage = optuna.storages.RDBStorage(f"sqlite:///{path}", engine_kwargs={"creator": lambda: _connect_sqlite(path)})
     return optuna.create_study(
         study_name=study_name(problem, params),
         storage=storage,

@@ -110,7 +110,9 @@ def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records
     }
     if n_random > 0:
         rng = np.random.default_rng([problem.seed, 64])
-        combos = np.stack([np.sort(rng.choice(len(allowed), size=problem.budget, replace=False)) for _ in range(n_random)])
+        combos = np.stack(
+            [np.sort(rng.choice(len(allowed), size=problem.budget, replace=False)) for _ in range(n_random)]
+        )
         inner = getattr(problem.evaluator, "inner", problem.evaluator)  # outside the search's trace
         started = time.perf_counter()
         random_records = inner.evaluate([normalise_set(allowed[c]) for c in combos])
@@ -119,8 +121,13 @@ def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records
         out["energy_loss_spearman_random"] = rho(energies(linear, quadratic, combos), [r.loss for r in random_records])
         out["n_random"] = n_random
         out["diagnostic_naive_blocks"] = int(n_random * (problem.n_layers - problem.budget))
-    log.info("cbo: Spearman(energy, true loss) = %s over the %d re-ranked sets, %s over %d random sets",
-             out["energy_loss_spearman_reranked"], len(records), out.get("energy_loss_spearman_random"), n_random)
+    log.info(
+        "cbo: Spearman(energy, true loss) = %s over the %d re-ranked sets, %s over %d random sets",
+        out["energy_loss_spearman_reranked"],
+        len(records),
+        out.get("energy_loss_spearman_random"),
+        n_random,
+    )
     return out
 
 
@@ -168,9 +175,7 @@ def exact_lowest(
     best_e = np.empty(0)
     best_c = np.empty((0, budget), dtype=np.int64)
     while True:
-        flat = np.fromiter(
-            itertools.chain.from_iterable(itertools.islice(combos_iter, chunk_size)), dtype=np.int64
-        )
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos_iter, chunk_size)), dtype=np.int64)
         if flat.size == 0:
             break
         combos = flat.reshape(-1, budget)
@@ -223,7 +228,13 @@ def anneal_lowest(
 
     # Temperature scale from the typical size of a move at the random starting states.
     probe = np.concatenate(
-        [swap_delta(removed[chains, rng.integers(budget, size=restarts)], kept[chains, rng.integers(n - budget, size=restarts)]) for _ in range(32)]
+        [
+            swap_delta(
+                removed[chains, rng.integers(budget, size=restarts)],
+                kept[chains, rng.integers(n - budget, size=restarts)],
+            )
+            for _ in range(32)
+        ]
     )
     t_start = float(np.std(probe)) or 1.0
     temperatures = t_start * final_ratio ** (np.arange(steps) / max(steps - 1, 1))

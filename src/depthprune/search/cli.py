@@ -14,8 +14,8 @@ from depthprune.cli_common import (
     add_evaluator_args,
     add_model_args,
     build_evaluator,
-    check_calibration_inputs,
     calibration_label,
+    check_calibration_inputs,
     load_model_from_args,
 )
 from depthprune.io import format_layers, parse_layers, read_json
@@ -38,7 +38,7 @@ def register(subparsers) -> None:
     group = parser.add_argument_group("search")
     group.add_argument("--algorithm", required=True, choices=list(ALGORITHMS))
     group.add_argument("--budget", type=int, required=True, metavar="M", help="number of blocks to remove")
-    group.add_argument("--prior", required=True, help="prior.json from `depthprune prior` (its \"scores\")")
+    group.add_argument("--prior", required=True, help='prior.json from `depthprune prior` (its "scores")')
     group.add_argument(
         "--workdir",
         required=True,
@@ -88,9 +88,11 @@ def parse_scalar(text: str) -> Any:
 def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
     prior = read_json(path)
     if "scores" not in prior:
-        raise ValueError(f"{path}: no \"scores\" field (expected the output of `depthprune prior`)")
+        raise ValueError(f'{path}: no "scores" field (expected the output of `depthprune prior`)')
     if prior.get("calibration") not in (None, calibration):
-        raise ValueError(f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}")
+        raise ValueError(
+            f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}"
+        )
     return prior
 
 

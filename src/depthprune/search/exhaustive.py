@@ -31,7 +31,9 @@ class Exhaustive(SearchAlgorithm):
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["batch_size"] < 1:
-            raise ValueError(f"search algorithm 'exhaustive': batch_size must be at least 1, got {params['batch_size']}")
+            raise ValueError(
+                f"search algorithm 'exhaustive': batch_size must be at least 1, got {params['batch_size']}"
+            )
         n_sets = count_subsets(problem)
         if n_sets > params["max_sets"]:
             raise ValueError(

@@ -38,7 +38,9 @@ class FastBlockSelect(SearchAlgorithm):
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["top_k"] < 1 or params["max_iters"] < 1 or params["max_block_len"] < 1:
-            raise ValueError("search algorithm 'fast_block_select': top_k, max_iters and max_block_len must be at least 1")
+            raise ValueError(
+                "search algorithm 'fast_block_select': top_k, max_iters and max_block_len must be at least 1"
+            )
         ev, budget = problem.evaluator, problem.budget
         max_len = min(params["max_block_len"], budget)
         candidates = contiguous_blocks(problem.allowed, max_len)
@@ -65,7 +67,13 @@ class FastBlockSelect(SearchAlgorithm):
                 log.info("fast_block_select: no improving block swap after %d moves", iteration)
                 break
             block, current = moved
-            log.info("fast_block_select: move %d swaps out %s -> %s loss %.6g", iteration + 1, block, current.removed, current.loss)
+            log.info(
+                "fast_block_select: move %d swaps out %s -> %s loss %.6g",
+                iteration + 1,
+                block,
+                current.removed,
+                current.loss,
+            )
             if record_key(current) < record_key(best):
                 best = current
         return normalise_set(best.removed)

@@ -54,14 +54,16 @@ class GeneticAlgorithm(SearchAlgorithm):
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         size = params["population"]
-        n_elite = int(round(params["elitism"] * size))
+        n_elite = round(params["elitism"] * size)
         if size < 2 or not 0 <= n_elite < size:
             raise ValueError(
                 f"search algorithm {self.name!r}: need population >= 2 and 0 <= round(elitism * population) "
                 f"< population (population={size}, elitism={params['elitism']})"
             )
         if not 1 <= params["tournament"] <= size:
-            raise ValueError(f"search algorithm {self.name!r}: tournament must be in [1, population], got {params['tournament']}")
+            raise ValueError(
+                f"search algorithm {self.name!r}: tournament must be in [1, population], got {params['tournament']}"
+            )
         ops = _Operators(problem, np.random.default_rng(problem.seed), params["prior_guided"])
 
         population = ops.initial_population(size)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -93,7 +94,14 @@ def run_search(
     if hasattr(evaluator, "progress"):
         expected = search.expected_requests(len(problem.allowed), budget, hyperparameters)
         evaluator.progress = Progress(f"search {algorithm} M={budget}", total=expected, unit="set requests")
-    log.info("search %s: M=%d, N=%d, protected=%s, params=%s", algorithm, budget, problem.n_layers, sorted(protected), hyperparameters)
+    log.info(
+        "search %s: M=%d, N=%d, protected=%s, params=%s",
+        algorithm,
+        budget,
+        problem.n_layers,
+        sorted(protected),
+        hyperparameters,
+    )
     start = time.perf_counter()
     try:
         removed = normalise_set(search.run(problem, hyperparameters))
@@ -107,7 +115,14 @@ def run_search(
     # A diagnostic that is not part of the search (CBO's energy-loss check on random sets) is not charged.
     wall_seconds = time.perf_counter() - start - float(problem.diagnostics.get("diagnostic_seconds", 0.0))
     seconds = wall_seconds + tracer.resumed_seconds + tracer.shared_memo_seconds + charged_prior
-    log.info("search %s: removed %s, loss %.6g, %d distinct evaluations, %.1f s", algorithm, removed, record.loss, tracer.distinct_evaluations, seconds)
+    log.info(
+        "search %s: removed %s, loss %.6g, %d distinct evaluations, %.1f s",
+        algorithm,
+        removed,
+        record.loss,
+        tracer.distinct_evaluations,
+        seconds,
+    )
     return SearchResult(
         algorithm=algorithm,
         budget=budget,
@@ -172,7 +187,9 @@ def trace_frame(trace: Sequence[TraceEntry]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TRACE_COLUMNS)
 
 
-def write_outputs(result: SearchResult, model: str, calibration: str, selection_path: str | Path, trace_path: str | Path) -> None:
+def write_outputs(
+    result: SearchResult, model: str, calibration: str, selection_path: str | Path, trace_path: str | Path
+) -> None:
     # Trace first: selection.json is the file that marks the search as done.
     atomic_write_csv(trace_path, trace_frame(result.trace))
     atomic_write_json(selection_path, selection_document(result, model, calibration))

@@ -10,8 +10,8 @@ quadratic: g = ∂L/∂α = −u and H = ∂²L/∂α² = P, so the CBO energy �
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
