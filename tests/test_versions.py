@@ -26,7 +26,7 @@ RECORDED = {
     1: ("6c3163327b7417f7",),
     2: (
         "ab8fcaac796ceee0",  # shared-context TLM scoring, the engine lm-eval class
-        "3d4efa4520557ae4",  # ruff: typing -> collections.abc imports, unquoted annotations, set literals, round() without int()
+        "3d4efa4520557ae4",  # lint rewrite: typing -> collections.abc imports, unquoted annotations, set literals, round() without int()
     ),
 }
 

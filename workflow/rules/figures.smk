@@ -31,12 +31,6 @@ rule render:
         " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q} {params.analysis}"
 
 
-rule figures:
-    # Target: every figure and table (re-rendered by `--forcerun render`).
-    input:
-        rules.render.output,
-
-
 # Calibration-size study (config keys calibration_sizes and seeds): selection stability across seeds,
 # calibration loss and the pruned models' accuracy and perplexity per size, from the aggregate.
 rule calibration_size:
@@ -58,3 +52,11 @@ rule calibration_size:
     shell:
         "depthprune --log-file {log} calibration-size"
         " --aggregate {params.aggregate_dir} --out {params.out_dir}"
+
+
+rule figures:
+    # Target: every figure and table, from results/aggregate alone (re-rendered by `--forcerun render`;
+    # a calibration-size study also `--forcerun calibration_size`).
+    input:
+        rules.render.output,
+        rules.calibration_size.output if config.get("calibration_sizes") else [],

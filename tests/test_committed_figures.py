@@ -1,0 +1,89 @@
+"""Figure regeneration from a fresh clone: each committed study's aggregate alone redraws its figures.
+
+A copy of the repository's tracked files stands in for a fresh clone: no results beyond the committed
+`results/**/aggregate/`, no data mirror, no converted model. For every committed study, `snakemake
+figures` must plan nothing upstream of the figures, and a real re-render must reproduce every
+committed figure and table of that study byte for byte.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_workflow import job_counts
+
+REPO = Path(__file__).resolve().parents[1]
+
+# study -> (extra snakemake arguments, its aggregate folder, its figures folder)
+STUDIES = {
+    "default": ([], "results/aggregate", "figures"),
+    "calibration_size": (
+        ["--configfile", "config/calibration_size.yaml"],
+        "results/calibration_size/aggregate",
+        "figures/calibration_size",
+    ),
+}
+FIGURE_RULES = {"render", "calibration_size", "figures"}
+
+
+def tracked_files() -> list[str]:
+    listing = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
+    return [name for name in listing.stdout.decode().split("\0") if name and (REPO / name).is_file()]
+
+
+def study_figures(study: str, files: list[str]) -> list[str]:
+    """The committed figures and tables of one study (a study's folder excludes nested studies')."""
+    folder = STUDIES[study][2] + "/"
+    nested = [spec[2] + "/" for name, spec in STUDIES.items() if name != study and spec[2].startswith(folder)]
+    return [name for name in files if name.startswith(folder) and not any(name.startswith(other) for other in nested)]
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory) -> Path:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs a git checkout")
+    root = tmp_path_factory.mktemp("clone") / "repo"
+    for name in tracked_files():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, target)
+    return root
+
+
+def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=root, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("study", list(STUDIES))
+def test_figures_target_plans_only_the_figures(fresh_clone, study):
+    args, aggregate, _ = STUDIES[study]
+    assert (fresh_clone / aggregate / "summary.csv").is_file(), f"{aggregate}/ is not committed"
+    planned = job_counts(snakemake(fresh_clone, "-n", "figures", *args).stdout)
+    assert set(planned) <= {"figures"}, planned  # every figure is committed and up to date
+    forced = job_counts(snakemake(fresh_clone, "-n", "figures", "--forcerun", "render", *args).stdout)
+    assert set(forced) <= FIGURE_RULES and forced["render"] == 1, forced
+    # the whole study, by contrast, still recomputes everything from scratch on a fresh clone
+    whole = job_counts(snakemake(fresh_clone, "-n", *args).stdout)
+    assert whole["search"] > 0 and whole["evaluate_selection"] > 0 and whole["aggregate"] == 1, whole
+
+
+@pytest.mark.parametrize("study", list(STUDIES))
+def test_render_reproduces_the_committed_figures_byte_for_byte(fresh_clone, study):
+    args, _, _ = STUDIES[study]
+    committed = study_figures(study, tracked_files())
+    assert committed, f"no committed figures for the {study} study"
+    forced = ["render", "calibration_size"] if study == "calibration_size" else ["render"]
+    for name in committed:  # the render must write them anew, not find them
+        (fresh_clone / name).unlink()
+    snakemake(fresh_clone, "--cores", "1", "figures", "--forcerun", *forced, *args)
+    differ = sorted(name for name in committed if (fresh_clone / name).read_bytes() != (REPO / name).read_bytes())
+    assert not differ, f"re-rendered files differ from the committed ones: {differ}"
