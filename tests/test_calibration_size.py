@@ -116,12 +116,13 @@ def test_statistics_across_seeds():
     # {1,2},{3,4}: 0; {1,2},{1,4}: 1/3; {3,4},{1,4}: 1/3
     assert small["jaccard_mean"] == pytest.approx(2 / 9) and small["distinct_sets"] == 3
     assert large["jaccard_mean"] == 1.0 and large["distinct_sets"] == 1 and large["n_seeds"] == 3
+    assert large["stable"] and not small["stable"]  # stable: mean pairwise Jaccard >= 0.5
     assert small["loss_mean"] == pytest.approx(-2.0) and small["loss_std"] == pytest.approx(1.0)
     assert small["avg_accuracy_mean"] == pytest.approx(0.31)
     assert (small["avg_accuracy_min"], small["avg_accuracy_max"]) == pytest.approx((0.30, 0.32))
     assert small["avg_perplexity_geomean"] == pytest.approx(1e4)  # geometric mean of 1e3, 1e4, 1e5
     single = table.loc[("ppl_c4", "64x32", "one_shot")]
-    assert single["n_seeds"] == 1 and math.isnan(single["jaccard_mean"])
+    assert single["n_seeds"] == 1 and math.isnan(single["jaccard_mean"]) and not single["stable"]
     # sizes in increasing order within a calibration and algorithm
     order = calibration_size_table(synthetic_summary())
     assert list(order[(order.calibration == "tlm_cs170k") & (order.algorithm == "greedy")]["size"]) == ["8", "32"]

@@ -13,6 +13,13 @@ size, M and algorithm, across seeds:
   C4, LAMBADA; geometric mean over seeds, since perplexities of pruned models span decades), with the
   spread over seeds (min–max).
 
+A size is called *stable* for an algorithm when ``jaccard_mean`` >= ``STABLE_JACCARD`` (0.5): with
+M = 7, two seeds then share at least 5 of the 7 removed blocks on average (5 shared: 5/9 = 0.56;
+4 shared: 4/10 = 0.40), more agreement across calibration samples than the paper reports between
+algorithms under one calibration for Qwen3 and TLM (§5.1: 0.36, 0.51). The default study takes, per
+calibration, the smallest size stable for every algorithm within its time target, else the largest
+that fits (docs/method.md §8).
+
 Rendered as ``calibration_size.{pdf,png}`` and ``tables/calibration_size.{csv,md,tex}``.
 """
 
@@ -48,6 +55,7 @@ from depthprune.reporting.table_format import (
 )
 
 NAME = "calibration_size"
+STABLE_JACCARD = 0.5
 GROUP = ["model", "calibration", "size", "budget", "algorithm"]
 
 
@@ -74,8 +82,9 @@ def _size_columns(label: str) -> dict:
     }
 
 
-def calibration_size_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, calibration, size, M, algorithm) with the statistics across seeds."""
+def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE_JACCARD) -> pd.DataFrame:
+    """One row per (model, calibration, size, M, algorithm) with the statistics across seeds; ``stable``
+    says whether the seeds' mean pairwise Jaccard reaches ``stable_jaccard``."""
     pruned = summary[summary["calibration"].map(calibration_kind).isin(["tlm", "ppl"])].copy()
     if pruned.empty:
         return pd.DataFrame(columns=GROUP)
@@ -118,6 +127,7 @@ def calibration_size_table(summary: pd.DataFrame) -> pd.DataFrame:
             )
         )
     table = pd.DataFrame(rows)
+    table["stable"] = table["jaccard_mean"].ge(stable_jaccard)  # NaN (one seed): not stable
     table["_order"] = table.apply(_size_order, axis=1)
     algorithms = ordered_algorithms(table["algorithm"].unique())
     table["_alg"] = table["algorithm"].map(algorithms.index)
@@ -149,6 +159,7 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         Column("size", "Size"),
         Column("n_seeds", "Seeds", numeric=True),
         Column("jaccard_mean", "Jaccard (seeds)", fmt_fraction, best="max", numeric=True),
+        Column("stable", "Stable", lambda v: "yes" if bool(v) else "no"),
         Column("distinct_sets", "Distinct sets", numeric=True),
         Column("loss_mean", "Calib. loss", lambda v: f"{v:.4g}", numeric=True),
         Column("avg_accuracy_mean", "Avg acc", fmt_percent, best="max", numeric=True),
@@ -160,7 +171,8 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         title="Calibration size",
         caption=(
             "Calibration-size study: per calibration size, the stability of the pruned set across seeds "
-            "(mean pairwise Jaccard of the removed sets; 1 = identical), the calibration loss, and the "
+            "(mean pairwise Jaccard of the removed sets; 1 = identical; stable: at least "
+            f"{STABLE_JACCARD:g}), the calibration loss, and the "
             "pruned models' average zero-shot accuracy (mean and range over seeds) and average perplexity "
             "(geometric mean over seeds). TLM sizes are items; perplexity sizes documents x tokens."
         ),
@@ -220,6 +232,7 @@ def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[
                 if log_scale:
                     ax.set_yscale("log")
                 if r == 0:
+                    ax.axhline(STABLE_JACCARD, linestyle="--", color="0.6", linewidth=0.8)
                     ax.set_ylim(-0.05, 1.05)
                     ax.set_title(f"{model} · {calibration_name(calibration)} · M={budget}")
                 ax.set_xticks(range(len(sizes)), sizes, rotation=30)
