@@ -8,6 +8,7 @@ import os
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.io import parse_layers
+from depthprune.paths import MODEL_CACHE_DIR
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32",
     )
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
+    group.add_argument("--model-cache-dir", default=MODEL_CACHE_DIR, help="where converted checkpoints are kept")
 
 
 def add_calibration_args(parser: argparse.ArgumentParser) -> None:

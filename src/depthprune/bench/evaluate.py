@@ -20,6 +20,7 @@ import argparse
 import time
 
 from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
+from depthprune.paths import MODEL_CACHE_DIR
 
 # The default profile's evaluation settings (config.yaml); flags override them.
 PROFILE_DEFAULTS = {"limit": 100, "ppl_seq_len": 2048, "ppl_max_tokens": 8192, "batch_size": 8}
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="default %(default)s, as config.yaml (bfloat16 on CUDA or a CPU with native bfloat16, else float32)",
     )
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
+    group.add_argument("--model-cache-dir", default=MODEL_CACHE_DIR, help="where converted checkpoints are kept")
     group.add_argument("--removed", default="", help='blocks to remove, e.g. "6 8 10 12 14 16 18" (default: dense)')
     add_evaluation_args(parser, **PROFILE_DEFAULTS)
     parser.add_argument("--out-metrics", help="also write the tidy metrics CSV here")

@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depthprune.paths import BENCHMARKS_DIR
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--benchmarks-dir", default="benchmarks", help="the run's benchmarks folder (default %(default)s)"
+        "--benchmarks-dir", default=BENCHMARKS_DIR, help="the run's benchmarks folder (default %(default)s)"
     )
     parser.add_argument("--out", help="also write the per-stage table here (CSV)")
 

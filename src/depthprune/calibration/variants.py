@@ -10,13 +10,15 @@ every output:
     ppl_c4-64x128         64 documents x 128 tokens
     ppl_c4-64x128-s2      ... drawn (and searched) with seed 2
 
-Labels begin with the calibration's name, so ``calibration_kind`` and every table keep working.
+Labels begin with the calibration's name: ``parse_label(label).base`` is its ``CALIBRATIONS`` entry.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from depthprune.calibration.specs import calibration_spec
 
 _LABEL = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:-n(?P<items>\d+)|-(?P<docs>\d+)x(?P<tokens>\d+))?(?:-s(?P<seed>\d+))?$")
 _SIZE = re.compile(r"^\s*(?:(?P<docs>\d+)\s*x\s*(?P<tokens>\d+)|(?P<items>\d+))\s*$")
@@ -83,7 +85,7 @@ def study_variants(calibrations, sizes: dict | None, seeds) -> list[CalibrationV
     """
     variants = []
     for base in calibrations:
-        kind = "tlm" if base.startswith("tlm") else "perplexity"
+        kind = calibration_spec(base).objective
         kind_sizes = (sizes or {}).get(kind) or [None]
         for size in kind_sizes:
             n, length = parse_size(size, f"calibration_sizes.{kind}") if size is not None else (None, None)

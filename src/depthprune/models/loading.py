@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from depthprune.io import atomic_dir
+from depthprune.paths import MODEL_CACHE_DIR
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CACHE_DIR = Path("resources/models")
+DEFAULT_CACHE_DIR = Path(MODEL_CACHE_DIR)
 
 
 @dataclass(frozen=True)

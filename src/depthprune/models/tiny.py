@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from depthprune.paths import MODEL_CACHE_DIR
+
 TINY_DIMS = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -59,7 +61,7 @@ def make_tiny_model(
     family: str = "llama",
     n_layers: int = 8,
     seed: int = 0,
-    tokenizer_cache_dir: str | Path = "resources/models",
+    tokenizer_cache_dir: str | Path = MODEL_CACHE_DIR,
 ):
     """Write a deterministic random checkpoint with SmolLM2's real tokenizer to ``out_dir``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
