@@ -5,7 +5,7 @@ calibration several times. Each run needs its own prior, memo and searches, so t
 its own calibration label, used as the calibration's folder and as the ``calibration`` column of
 every output:
 
-    tlm_cs170k            the calibration at the profile's size and seed (default study)
+    tlm_cs170k            the calibration at the preset's size and seed (default study)
     tlm_cs170k-n16        16 TLM items
     ppl_c4-64x128         64 documents x 128 tokens
     ppl_c4-64x128-s2      ... drawn (and searched) with seed 2
@@ -27,9 +27,9 @@ _SIZE = re.compile(r"^\s*(?:(?P<docs>\d+)\s*x\s*(?P<tokens>\d+)|(?P<items>\d+))\
 @dataclass(frozen=True)
 class CalibrationVariant:
     base: str  # ppl_c4, tlm_cs170k, ppl_cs170k
-    n_samples: int | None = None  # None: the profile's size
-    seq_len: int | None = None  # None: the profile's (for TLM: the token cap per item)
-    seed: int | None = None  # None: the profile's seed
+    n_samples: int | None = None  # None: the preset's size
+    seq_len: int | None = None  # None: the preset's (for TLM: the token cap per item)
+    seed: int | None = None  # None: the preset's seed
 
     @property
     def label(self) -> str:
@@ -49,7 +49,7 @@ class CalibrationVariant:
 
 
 def parse_size(value, where: str = "calibration_sizes") -> tuple[int, int | None]:
-    """``16`` -> (16, None) (items, or documents at the profile's length); ``"64x128"`` -> (64, 128)."""
+    """``16`` -> (16, None) (items, or documents at the preset's length); ``"64x128"`` -> (64, 128)."""
     match = _SIZE.match(str(value))
     if not match:
         raise ValueError(
@@ -81,7 +81,7 @@ def study_variants(calibrations, sizes: dict | None, seeds) -> list[CalibrationV
     """Every (calibration, size, seed) a study runs.
 
     ``sizes`` maps an objective kind (``tlm``, ``perplexity``) to its sizes; a kind without sizes runs at
-    the profile's size. ``seeds`` None runs the profile's seed and keeps the plain labels.
+    the preset's size. ``seeds`` None runs the preset's seed and keeps the plain labels.
     """
     variants = []
     for base in calibrations:

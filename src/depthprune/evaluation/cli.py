@@ -47,7 +47,7 @@ def register(subparsers) -> None:
 
 
 def add_evaluation_args(parser: argparse.ArgumentParser, **defaults) -> None:
-    """Evaluation settings (shared with ``bench evaluate``, which passes the profile's defaults)."""
+    """Evaluation settings (shared with ``timing evaluate``, which passes the default preset's settings)."""
     group = parser.add_argument_group("evaluation")
     group.add_argument(
         "--data-dir",

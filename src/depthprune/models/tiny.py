@@ -1,4 +1,4 @@
-"""Tiny randomly initialised checkpoints (any supported family) for tests and the smoke profile."""
+"""Tiny randomly initialised checkpoints (any supported family) for tests and the smoke preset."""
 
 from __future__ import annotations
 

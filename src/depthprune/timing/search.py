@@ -1,4 +1,4 @@
-"""``python -m depthprune bench search``: every search of the study (the paper's seven and the
+"""``python -m depthprune timing search``: every search of the study (the paper's seven and the
 random-initialisation controls), two budgets, one shared evaluator.
 
 Prints, per (budget, algorithm), the distinct evaluations, memo hits, blocks run, seconds, removed
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(header)
     results = {}
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="timing-search-") as scratch:
         workdir = Path(args.workdir or scratch)
 
         def search(name: str, budget: int):

@@ -1,9 +1,9 @@
-"""``python -m depthprune bench evaluate``: the cost and figures of evaluating one model.
+"""``python -m depthprune timing evaluate``: the cost and figures of evaluating one model.
 
 Evaluates the dense embedded SmolLM2-135M (or ``--removed`` blocks of it) with the default
-profile's evaluation settings (config.yaml ``evaluation:``: 2048-token perplexity windows, 8192
+preset's evaluation settings (config.yaml ``evaluation:``: 2048-token perplexity windows, 8192
 tokens per perplexity benchmark, the first 100 documents of each lm-eval task incl. LAMBADA, batch
-8, the model in the profile's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
+8, the model in the preset's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
 (loading + pruning + all nine benchmarks; the evaluation cache is not used).
 
 ``--compare`` evaluates the dense model and three pruned sets (``--compare-sets``) in float32
@@ -22,7 +22,7 @@ import time
 from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
 from depthprune.paths import MODEL_CACHE_DIR
 
-# The default profile's evaluation settings (config.yaml); flags override them.
+# The default preset's evaluation settings (config.yaml); flags override them.
 PROFILE_DEFAULTS = {"limit": 100, "ppl_seq_len": 2048, "ppl_max_tokens": 8192, "batch_size": 8}
 COMPARE_SETS = ("6 8 10 12 14 16 18", "3 5 7 9 11 13 15 17 19", "20 21 22 23 24 25 26")
 
