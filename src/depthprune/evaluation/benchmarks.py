@@ -73,20 +73,10 @@ METRICS = {b.name: b.metrics for b in BENCHMARK_TABLE}
 PERPLEXITY_COLUMNS = tuple(b.column for b in BENCHMARK_TABLE if b.kind == PERPLEXITY)  # summary: avg_perplexity
 ACCURACY_COLUMNS = tuple(b.column for b in BENCHMARK_TABLE if b.kind == ZERO_SHOT)  # summary: avg_accuracy
 
-# The columns of metrics.csv (written by evaluation.run, read by reporting.aggregate).
-METRICS_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "metric",
-    "value",
-    "stderr",
-    "n",
-    "headline",
-]
+# The columns of metrics.csv and samples.parquet (written by evaluation.run, read by reporting).
+_ROW_LABELS = ["model", "calibration", "budget", "algorithm", "removed", "benchmark"]
+METRICS_COLUMNS = [*_ROW_LABELS, "metric", "value", "stderr", "n", "headline"]
+SAMPLES_COLUMNS = [*_ROW_LABELS, "unit", "metric", "value", "headline"]  # one row per document
 
 
 def benchmarks_of(kind: str) -> tuple[Benchmark, ...]:

@@ -22,6 +22,7 @@ from depthprune.evaluation.benchmarks import (
     CORPUS_PERPLEXITIES,
     LM_EVAL_TASKS,
     METRICS_COLUMNS,
+    SAMPLES_COLUMNS,
     EvalSettings,
 )
 from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
@@ -323,20 +324,6 @@ def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings
     out["unit"] = out["unit"].astype("int64")
     out["budget"] = out["budget"].astype("int64")
     return out[SAMPLES_COLUMNS]
-
-
-SAMPLES_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "unit",
-    "metric",
-    "value",
-    "headline",
-]
 
 
 def write_outputs(

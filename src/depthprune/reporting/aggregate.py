@@ -28,7 +28,7 @@ import pandas as pd
 
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
-from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS
+from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
 
 log = logging.getLogger(__name__)
@@ -73,18 +73,6 @@ SUMMARY_SELECTION_COLUMNS = [
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
-SAMPLES_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "unit",
-    "metric",
-    "value",
-    "headline",
-]
 # Averages and accuracies are rounded to this many decimals so that equal accuracies (fractions of
 # counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
 TIE_DECIMALS = 9

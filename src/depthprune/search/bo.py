@@ -112,14 +112,7 @@ class BayesianOptimisation(SearchAlgorithm):
             if done:
                 log.info("%s: resuming study with %d of %d distinct sets done", self.name, distinct, target)
             if target == space and not done:
-                # n_trials covers the whole space: evaluate it (one batch) instead of waiting for
-                # TPE to stumble on the last unseen sets.
-                subsets = [parse_layers(c) for c in itertools.combinations(allowed, problem.budget)]
-                problem.evaluator.evaluate(subsets)
-                problem.diagnostics.update(
-                    {"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"}
-                )
-                return parse_layers(problem.evaluator.best(size=problem.budget).removed)
+                return _evaluate_every_subset(problem)
 
             waiting = study.get_trials(deepcopy=False, states=bo_study.WAITING)
             if params["prior_guided"] and not done and not waiting:
@@ -173,6 +166,17 @@ class BayesianOptimisation(SearchAlgorithm):
         problem.diagnostics.update({"trials": distinct, "repaired": repaired, "distinct": distinct, "stopped": stopped})
         best = problem.evaluator.best(size=problem.budget)
         return parse_layers(best.removed)
+
+
+def _evaluate_every_subset(problem: SearchProblem) -> tuple[int, ...]:
+    """n_trials covers the whole space: evaluate it (one batch) instead of waiting for TPE to
+    stumble on the last unseen sets."""
+    subsets = [parse_layers(c) for c in itertools.combinations(problem.allowed, problem.budget)]
+    problem.evaluator.evaluate(subsets)
+    problem.diagnostics.update(
+        {"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"}
+    )
+    return parse_layers(problem.evaluator.best(size=problem.budget).removed)
 
 
 def decode_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int) -> tuple[int, ...]:
