@@ -227,7 +227,7 @@ def cli_args(options, flags=None):
     """
     parts = []
     for key, value in options.items():
-        flag = (flags or {}).get(key) or "--" + key.replace("_", "-")
+        flag = (flags or {}).get(key) or f"--{key.replace('_', '-')}"
         if value is None:
             continue
         if isinstance(value, dict):
