@@ -1,7 +1,7 @@
 # depthprune: the paper's study as a Snakemake workflow.
 #   prepare_model -> prior -> search -> evaluate -> aggregate -> render (Figures 1-3, Tables 1-6, observations)
 # Every rule calls the `depthprune` CLI; the science lives in src/depthprune, the design in config.yaml
-# (profiles: config/paper.yaml, config/smoke.yaml).
+# (presets: config/paper.yaml, config/smoke.yaml, config/extended.yaml, config/seeds.yaml, ...).
 
 from snakemake.utils import min_version, validate
 
@@ -14,10 +14,11 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 
 
-resolve_config_layers(
-    config
-)  # profiles replace `models:`; --config values get YAML types
+# --config values get their YAML types; a preset's `models:` list replaces the default one (lists
+# are replaced, mappings such as `model_table` merged, by Snakemake's own layering).
+config.update(yaml_typed(config))
 validate(config, "workflow/schemas/config.schema.yaml")
+check_models()
 
 
 wildcard_constraints:
@@ -28,12 +29,12 @@ wildcard_constraints:
     seed="[0-9]+",
 
 
-include: "workflow/rules/models.smk"
+include: "workflow/rules/prepare_model.smk"
 include: "workflow/rules/prior.smk"
 include: "workflow/rules/search.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
-include: "workflow/rules/figures.smk"
+include: "workflow/rules/render.smk"
 
 
 # The whole study: every search and every evaluation, then the figures. On a fresh clone the

@@ -58,21 +58,28 @@ def searches_per_model(*config_args):
 
 def test_workflow_plans_each_models_own_budgets():
     two = (
-        "models={smol: {spec: 'embedded:smollm2-135m', n_layers: 30},"
+        "model_table={smol: {spec: 'embedded:smollm2-135m', n_layers: 30},"
         " gemma: {spec: 'embedded:gemma3-270m', n_layers: 18},"
         " fixed: {spec: 'tiny:llama-8', budgets: [2, 3]}}"
     )
+    chosen = "models=[smol, gemma, fixed]"
     fractions = 'budgets=["7/32", "9/32"]'
-    assert searches_per_model(two, fractions, "calibrations=[ppl_c4]") == {
+    assert searches_per_model(two, chosen, fractions, "calibrations=[ppl_c4]") == {
         "smol": {7, 8},
         "gemma": {4, 5},
         "fixed": {2, 3},
     }
     # integers at the top level (the default) apply to every model without budgets of its own
-    assert searches_per_model(two, "calibrations=[ppl_c4]") == {"smol": {7, 9}, "gemma": {7, 9}, "fixed": {2, 3}}
+    assert searches_per_model(two, chosen, "calibrations=[ppl_c4]") == {
+        "smol": {7, 9},
+        "gemma": {7, 9},
+        "fixed": {2, 3},
+    }
 
 
 def test_workflow_names_a_fraction_without_depth():
-    proc = run_snakemake("-n", "--config", "models={m: {spec: 'tiny:llama-8'}}", 'budgets=["7/32"]', check=False)
+    proc = run_snakemake(
+        "-n", "--config", "model_table={m: {spec: 'tiny:llama-8'}}", "models=[m]", 'budgets=["7/32"]', check=False
+    )
     assert proc.returncode != 0
     assert "budgets (for model m)" in proc.stdout + proc.stderr and "n_layers" in proc.stdout + proc.stderr

@@ -18,7 +18,7 @@ def test_help_lists_every_stage(capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for command in ("prepare-model", "prior", "search", "evaluate", "export", "aggregate", "render", "bench"):
+    for command in ("prepare-model", "prior", "search", "evaluate", "export", "aggregate", "render", "timing"):
         assert command in out
 
 
@@ -122,7 +122,7 @@ def test_bad_input_exits_2_with_a_named_cause(argv, message, tiny_model_dir, dat
 def test_evaluator_benchmark_prints_its_summary_line(tiny_model_dir, data_dir, capsys):
     code = main(
         [
-            "bench",
+            "timing",
             "evaluator",
             "--model",
             str(tiny_model_dir),

@@ -59,13 +59,13 @@ def test_real_machine_resolves_to_a_cpu_dtype(monkeypatch):
     assert resolve_dtype("auto", CPU) in (torch.float32, torch.bfloat16)
 
 
-def test_every_profile_defaults_to_auto(repo_root):
+def test_every_preset_defaults_to_auto(repo_root):
     import yaml
 
     for path in [repo_root / "config.yaml", *sorted((repo_root / "config").glob("*.yaml"))]:
-        models = yaml.safe_load(path.read_text()).get("models", {})
+        models = yaml.safe_load(path.read_text()).get("model_table", {})
         for alias, model in models.items():
-            assert model.get("dtype", "auto") == "auto", f"{path.name}: models.{alias}.dtype"
+            assert model.get("dtype", "auto") == "auto", f"{path.name}: model_table.{alias}.dtype"
 
 
 def test_environment_overrides_detection(monkeypatch):

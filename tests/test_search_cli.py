@@ -178,7 +178,7 @@ def test_param_values_are_yaml_scalars():
 
 
 def test_bench_param_overrides_are_per_algorithm():
-    from depthprune.bench.search import algorithm_params
+    from depthprune.timing.search import algorithm_params
 
     assert algorithm_params(["bo.n_trials=5", "ga.generations=2", "bo.multivariate=false"]) == {
         "bo": {"n_trials": 5, "multivariate": False},

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from depthprune.cli import main
+from depthprune.prior import check_prior
 from depthprune.search import ALGORITHMS, get_algorithm
-from depthprune.search.cli import check_prior
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -230,3 +230,52 @@ def test_search_cli_refuses_another_models_prior_before_loading(
     ]
     assert main(argv) == 2
     assert "prior computed with model_fingerprint='from-another-model'" in capsys.readouterr().err
+
+
+def test_schema_and_config_match_the_registries():
+    """The workflow validates its config without importing the package, so the schema repeats the
+    registries' names; this test is what keeps the two copies equal (and config.yaml's values)."""
+    from depthprune import paths
+    from depthprune.calibration.specs import CALIBRATIONS
+    from depthprune.evaluation.benchmarks import BENCHMARK_TABLE, BENCHMARKS, METRICS
+    from depthprune.search import STUDY_ALGORITHMS
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    defs, properties = schema["$defs"], schema["properties"]
+    assert defs["calibration_name"]["enum"] == list(CALIBRATIONS)
+    assert defs["algorithm_name"]["enum"] == list(ALGORITHMS)
+    assert defs["benchmark_name"]["enum"] == list(BENCHMARKS)
+    assert properties["search_params"]["properties"].keys() == ALGORITHMS.keys()
+    evaluation = properties["evaluation"]["properties"]
+    assert evaluation["tasks"]["default"] == list(BENCHMARKS)
+    assert set(evaluation["headline_metrics"]["additionalProperties"]["enum"]) == {
+        m for metrics in METRICS.values() for m in metrics
+    }
+    # Sizes are configured per objective: one section per objective a calibration names.
+    objectives = {spec.objective for spec in CALIBRATIONS.values()}
+    assert set(properties["calibration"]["properties"]) == objectives
+    assert set(properties["calibration_sizes"]["properties"]) == objectives
+    # One constant per default folder.
+    for key, value in {
+        "results_dir": paths.RESULTS_DIR,
+        "figures_dir": paths.FIGURES_DIR,
+        "benchmarks_dir": paths.BENCHMARKS_DIR,
+        "model_cache_dir": paths.MODEL_CACHE_DIR,
+    }.items():
+        assert properties[key]["default"] == value, key
+    # Every benchmark lm-eval scores has its offline task template.
+    for benchmark in BENCHMARK_TABLE:
+        if benchmark.lm_eval_task is not None:
+            assert (
+                REPO / "src" / "depthprune" / "evaluation" / "tasks" / f"{benchmark.lm_eval_task}.yaml"
+            ).is_file(), benchmark.name
+            assert benchmark.headline in benchmark.metrics
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert config["algorithms"] == list(STUDY_ALGORITHMS)
+    assert config["evaluation"]["tasks"] == list(BENCHMARKS)
+    assert config["model_cache_dir"] == paths.MODEL_CACHE_DIR
+    # config.yaml states the paper's hyper-parameters: each value is the algorithm's default.
+    for name, params in config["search_params"].items():
+        defaults = get_algorithm(name).defaults
+        assert {key: defaults[key] for key in params or {}} == (params or {}), name

@@ -108,7 +108,7 @@ def test_paper_profile_dag():
         ("bogus_key=1", "bogus_key"),
         ("calibrations=[ppl_wiki]", "calibrations"),
         ("search_params={ga: {populaton: 3}}", "populaton"),
-        ("models={a/b: {spec: x}}", "a/b"),
+        ("model_table={a/b: {spec: x}}", "a/b"),
         ("evaluation={limit: 0}", "limit"),
     ],
 )
@@ -117,6 +117,12 @@ def test_invalid_config_fails_naming_the_key(override, named):
     assert proc.returncode != 0
     message = proc.stdout + proc.stderr
     assert "ValidationError" in message and named in message
+
+
+def test_unknown_model_alias_is_named():
+    proc = run_snakemake("-n", "--config", "models=[smollm2-135m, nosuch]", check=False)
+    assert proc.returncode != 0
+    assert "models: nosuch not in model_table" in proc.stdout + proc.stderr
 
 
 def test_command_line_values_are_typed():
@@ -290,8 +296,8 @@ def test_adding_an_algorithm_runs_only_its_jobs(finished):
 
 
 def test_adding_a_model_runs_only_its_jobs(finished):
-    models = "models={tiny: {spec: 'tiny:llama-8', dtype: auto}, tiny4: {spec: 'tiny:llama-4'}}"
-    jobs = planned_jobs(finished.run("-n", config=(models,)).stdout)
+    models = ("model_table={tiny4: {spec: 'tiny:llama-4'}}", "models=[tiny, tiny4]")
+    jobs = planned_jobs(finished.run("-n", config=models).stdout)
     assert {w["model"] for _, w in jobs if "model" in w} == {"tiny4"}
     assert Counter(rule for rule, _ in jobs)["search"] == 24
 

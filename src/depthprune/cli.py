@@ -15,16 +15,12 @@ from collections.abc import Iterator
 
 COMMANDS = (
     "depthprune.models.cli",  # prepare-model, export
-    "depthprune.prior",  # prior
+    "depthprune.prior_cli",  # prior
     "depthprune.search.cli",  # search
     "depthprune.evaluation.cli",  # evaluate
     "depthprune.reporting.cli",  # aggregate, render
-    "depthprune.bench.cli",  # bench {evaluator,search,evaluate}
+    "depthprune.timing.cli",  # timing {evaluator,search,evaluate,stages} (alias: bench)
 )
-
-
-class UserError(Exception):
-    """Bad input (config value, missing file or data set): reported in one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +74,7 @@ def _run(args) -> int:
     log = logging.getLogger("depthprune")
     try:
         return int(args.func(args) or 0)
-    except (UserError, FileNotFoundError, ValueError, KeyError) as err:
+    except (FileNotFoundError, ValueError, KeyError) as err:
         # Bad input: one clear line naming the key or file (on stderr and in --log-file), exit 2.
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         log.debug("error details", exc_info=True)

@@ -8,13 +8,33 @@ import os
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.io import parse_layers
+from depthprune.paths import MODEL_CACHE_DIR
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
+def shared_namespace(**options) -> argparse.Namespace:
+    """The shared model, calibration and evaluator options parsed as `depthprune prior` and `search`
+    parse them, from keywords: ``n_samples=4`` -> ``--n-samples 4``, True -> a bare flag, None and
+    False -> left out (cli_common's default). The timing scripts build their evaluators with it."""
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    add_calibration_args(parser)
+    add_evaluator_args(parser)
+    argv: list[str] = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        argv += [flag] if value is True else [flag, str(value)]
+    return parser.parse_args(argv)
+
+
+def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = None) -> None:
+    """``--model`` is required unless the caller gives a default (the timing scripts do)."""
     group = parser.add_argument_group("model")
     group.add_argument(
         "--model",
-        required=True,
+        required=default_model is None,
+        default=default_model,
         help="hub id, local folder, gguf:<file>, embedded:smollm2-135m, embedded:gemma3-270m or tiny:<family>-<blocks>",
     )
     group.add_argument("--name", help="short model alias written into outputs (default: from --model)")
@@ -25,7 +45,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32",
     )
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
+    group.add_argument("--model-cache-dir", default=MODEL_CACHE_DIR, help="where converted checkpoints are kept")
 
 
 def add_calibration_args(parser: argparse.ArgumentParser) -> None:

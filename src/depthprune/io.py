@@ -188,11 +188,12 @@ def read_json(path: str | os.PathLike) -> Any:
 
 def format_layers(layers: Iterable[int]) -> str:
     """Canonical text form of a removed set: sorted, space-separated ("" for the dense model)."""
-    return " ".join(str(i) for i in sorted(int(x) for x in layers))
+    return " ".join(str(i) for i in parse_layers(layers))
 
 
 def parse_layers(text: str | Iterable[int] | None) -> tuple[int, ...]:
-    """Parse "3 5 7", "3,5,7" or an iterable of ints into a sorted tuple of distinct layers."""
+    """The one parser of removed-layer sets: "3 5 7", "3,5,7" or an iterable of ints (NumPy's too)
+    -> the canonical sorted tuple of plain ints; None -> (). A repeated layer is an error."""
     if text is None:
         return ()
     if isinstance(text, str):

@@ -1,12 +1,15 @@
-"""The single-layer ablation prior s_i = L({i}) (docs/method.md §3) and ``depthprune prior``."""
+"""The single-layer ablation prior s_i = L({i}) (docs/method.md §3): computed once per (model,
+calibration, seed), then read by every search, which refuses a prior computed under other settings."""
 
 from __future__ import annotations
 
 import logging
 import math
 import time
+from pathlib import Path
+from typing import Any
 
-from depthprune.io import atomic_write_json, package_versions
+from depthprune.io import package_versions, parse_layers, read_json
 from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -54,29 +57,31 @@ def compute_prior(evaluator) -> dict:
     }
 
 
-def run(args) -> int:
-    from depthprune.cli_common import build_evaluator, check_calibration_inputs
-
-    samples = check_calibration_inputs(args)  # bad data or options fail here, before the model load
-    evaluator = build_evaluator(args, samples=samples)
-    prior = compute_prior(evaluator)
-    atomic_write_json(args.out, prior)
-    ranking = prior["ranking"]
-    log.info(
-        "L(empty)=%.5f; most redundant %s; least redundant %s", prior["empty_loss"], ranking[:5], ranking[-5:][::-1]
-    )
-    print(
-        f"wrote {args.out}: L(empty)={prior['empty_loss']:.5f} most redundant={ranking[:5]} least redundant={ranking[-5:][::-1]}"
-    )
-    return 0
+def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
+    prior = read_json(path)
+    if "scores" not in prior:
+        raise ValueError(f'{path}: no "scores" field (expected the output of `depthprune prior`)')
+    if prior.get("calibration") not in (None, calibration):
+        raise ValueError(
+            f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}"
+        )
+    return prior
 
 
-def register(subparsers) -> None:
-    from depthprune.cli_common import add_calibration_args, add_evaluator_args, add_model_args
-
-    parser = subparsers.add_parser("prior", help="single-layer ablation prior s_i = L({i}) -> prior.json")
-    add_model_args(parser)
-    add_calibration_args(parser)
-    add_evaluator_args(parser)
-    parser.add_argument("--out", required=True, help="prior.json to write")
-    parser.set_defaults(func=run)
+def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Refuse a prior computed under other settings than the search's own, naming the field."""
+    recorded = prior.get("evaluator") or {}
+    for field, want in expected.items():
+        if field not in recorded:
+            raise ValueError(
+                f"{path}: the prior does not record {field!r} (written by an older depthprune); "
+                "recompute it with `depthprune prior`"
+            )
+        have = recorded[field]
+        if field == "protected":
+            have = list(parse_layers(have))
+        if have != want:
+            raise ValueError(
+                f"{path}: prior computed with {field}={have!r}, this search uses {field}={want!r}; "
+                "recompute the prior with the search's settings"
+            )

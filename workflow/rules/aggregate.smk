@@ -1,3 +1,4 @@
+# `depthprune aggregate` -> depthprune/reporting/cli.py (science: reporting/aggregate.py).
 # Stage 4: collect every selection.json and metrics.csv into the tidy tables under
 # results/aggregate/, the only input of the figures and tables.
 

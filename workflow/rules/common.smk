@@ -1,6 +1,7 @@
-# Helpers shared by the stage files (config layering, output paths, the command-line arguments of
-# the depthprune CLI built from the config). Functions only: they read `config` when called, which is
-# after the Snakefile has validated it (and filled in the schema's defaults).
+# No CLI sub-command: helpers of the stage files (output paths, config -> CLI arguments).
+# Functions only: they read `config` when called, which is after the Snakefile has typed and
+# validated it (and filled in the schema's defaults). The CLI arguments come from one generic
+# helper, cli_args: config keys are the CLI's flags.
 
 import json
 import os
@@ -9,9 +10,7 @@ import shlex
 import sys
 
 import yaml
-from snakemake.common.configfile import load_configfile
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import update_config
 
 SCHEMA_PATH = os.path.join(
     workflow.basedir, "workflow", "schemas", "config.schema.yaml"
@@ -29,31 +28,17 @@ def alternatives(names):
     return "|".join(re.escape(name) for name in names)
 
 
-def resolve_config_layers(config):
-    """Apply two corrections to Snakemake's layering of config.yaml, --configfile and --config.
+def yaml_typed(value):
+    """Scalars spelt as strings ("7", "0.2", "null", "true") -> their YAML type; others unchanged.
 
-    - A profile's `models:` replaces the default model set: Snakemake merges mappings key by key,
-      which would add config/paper.yaml's three models to config.yaml's SmolLM2. The model set is
-      the one of the last layer (--configfile files in order, then --config) that names one.
-    - --config values get YAML types: Snakemake reads nested values with YAML's BaseLoader, which
-      keeps every scalar a string (`budgets=[7,9]` would give ["7", "9"]).
+    Snakemake reads nested --config values with YAML's BaseLoader, which keeps every scalar a string
+    (`budgets=[7,9]` gives ["7", "9"]); the files' values are typed already, so typing the merged
+    config changes only what came from the command line.
     """
-    command_line = _yaml_typed(workflow.config_settings.config or {})
-    update_config(config, command_line)
-    layers = [load_configfile(path) for path in workflow.overwrite_configfiles]
-    layers.append(command_line)
-    for layer in reversed(layers):
-        if isinstance(layer, dict) and layer.get("models") is not None:
-            config["models"] = layer["models"]
-            break
-
-
-def _yaml_typed(value):
-    """Scalars spelt as strings ("7", "0.2", "null", "true") -> their YAML type; others unchanged."""
     if isinstance(value, dict):
-        return {key: _yaml_typed(item) for key, item in value.items()}
+        return {key: yaml_typed(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_yaml_typed(item) for item in value]
+        return [yaml_typed(item) for item in value]
     if isinstance(value, str):
         try:
             parsed = yaml.safe_load(value)
@@ -62,6 +47,21 @@ def _yaml_typed(value):
         if parsed is None or isinstance(parsed, (bool, int, float)):
             return parsed
     return value
+
+
+def check_models():
+    """Every alias in `models` names an entry of `model_table` (the schema cannot cross-check)."""
+    unknown = [m for m in config["models"] if m not in config["model_table"]]
+    if unknown:
+        raise WorkflowError(
+            f"config: models: {', '.join(unknown)} not in model_table "
+            f"(known: {', '.join(config['model_table'])})"
+        )
+
+
+def model_entry(model):
+    """How to load the model alias `model` (its model_table entry)."""
+    return config["model_table"][model]
 
 
 # --------------------------------------------------------------------------- paths
@@ -102,16 +102,26 @@ def eval_cache_dir(wildcards):
     return results_path(wildcards.model, "eval_cache")
 
 
+# One search's files: results/<model>/<calibration>/seed<k>/M<M>/<algorithm>/ (and its log and
+# timing), as wildcard patterns for the search and evaluate_selection rules.
+SEARCH_PARTS = ("{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}")
+
+
+def search_file(name):
+    return results_path(*SEARCH_PARTS, name)
+
+
+def search_log(stage):
+    return log_path(stage, *SEARCH_PARTS[:-1], "{algorithm}.log")
+
+
+def search_benchmark(stage):
+    return benchmark_path(stage, *SEARCH_PARTS[:-1], "{algorithm}.tsv")
+
+
 def search_workdir(wildcards):
     """Scratch folder of one search (the BO study's SQLite): kept when a job fails, so it resumes."""
-    return results_path(
-        wildcards.model,
-        wildcards.calibration,
-        f"seed{wildcards.seed}",
-        f"M{wildcards.budget}",
-        wildcards.algorithm,
-        "work",
-    )
+    return search_file("work").format(**dict(wildcards.items()))
 
 
 # --------------------------------------------------------------------------- targets
@@ -160,10 +170,10 @@ def model_budgets(model):
     depth ("7/32") resolved with its `n_layers` (rule in src/depthprune/budgets.py)."""
     resolve_budgets = package_function("depthprune.budgets", "resolve_budgets")
 
-    entry = config["models"][model]
+    entry = model_entry(model)
     budgets = entry.get("budgets") or config["budgets"]
     where = (
-        f"models.{model}.budgets"
+        f"model_table.{model}.budgets"
         if entry.get("budgets")
         else f"budgets (for model {model})"
     )
@@ -200,7 +210,6 @@ def all_samples():
     return [p.replace("metrics.csv", "samples.parquet") for p in all_metrics()]
 
 
-AGGREGATE_TABLES = ["selections", "metrics", "summary"]
 FIGURES = ["figure1", "figure2", "figure3"]
 TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 
@@ -208,41 +217,57 @@ TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 # --------------------------------------------------------------------------- CLI arguments
 
 
-def join_args(pairs):
-    """`--flag value` pairs -> one shell-quoted string; a None value drops its flag."""
-    return " ".join(
-        f"{flag} {shlex.quote(str(value))}"
-        for flag, value in pairs
-        if value is not None
-    )
+def cli_args(options, flags=None):
+    """Config options -> the depthprune CLI's arguments, one shell-quoted string.
+
+    Config keys are the CLI's flags: `ppl_seq_len` -> `--ppl-seq-len` (`flags` maps the few that
+    differ). None drops the option; a list is comma-joined (`--tasks a,b`); a mapping gives one
+    `--flag key=value` per entry, in key order (`--param beam_width=3`); values are written as the
+    YAML scalars the CLI parses back (`true`, not Python's `True`).
+    """
+    parts = []
+    for key, value in options.items():
+        flag = (flags or {}).get(key) or f"--{key.replace('_', '-')}"
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            parts += [
+                f"{flag} {shlex.quote(f'{k}={yaml_scalar(v)}')}"
+                for k, v in sorted(value.items())
+            ]
+        elif isinstance(value, list):
+            parts.append(f"{flag} {shlex.quote(','.join(map(str, value)))}")
+        else:
+            parts.append(f"{flag} {shlex.quote(yaml_scalar(value))}")
+    return " ".join(parts)
+
+
+def yaml_scalar(value):
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def model_args(wildcards):
     """Shared model options (cli_common.add_model_args) for the model alias in `wildcards`."""
-    model = config["models"][wildcards.model]
-    return join_args(
-        [
-            ("--model", model["spec"]),
-            ("--name", wildcards.model),
-            ("--dtype", model["dtype"]),
-            ("--device", config["device"]),
-            ("--model-cache-dir", config["model_cache_dir"]),
-        ]
+    entry = model_entry(wildcards.model)
+    return cli_args(
+        {
+            "model": entry["spec"],
+            "name": wildcards.model,
+            "dtype": entry["dtype"],
+            "device": config["device"],
+            "model_cache_dir": config["model_cache_dir"],
+        }
     )
 
 
 def prepare_model_args(wildcards):
     """Options of `depthprune prepare-model` (which always works on the CPU in float32)."""
-    return join_args(
-        [
-            ("--model", config["models"][wildcards.model]["spec"]),
-            ("--model-cache-dir", config["model_cache_dir"]),
-        ]
+    return cli_args(
+        {
+            "model": model_entry(wildcards.model)["spec"],
+            "model_cache_dir": config["model_cache_dir"],
+        }
     )
-
-
-def data_args():
-    return join_args([("--data-dir", config["data_dir"])])
 
 
 class NotARerunTrigger:
@@ -268,14 +293,14 @@ class NotARerunTrigger:
 
 def data_dir_param(wildcards):
     """`--data-dir DIR` (or nothing: the hub): running with another data_dir plans nothing new."""
-    return NotARerunTrigger(data_args())
+    return NotARerunTrigger(cli_args({"data_dir": config["data_dir"]}))
 
 
 def memo_journal_param(wildcards):
     """The memo's SQLite journal (wal on one machine; delete on a network filesystem written from
     several nodes, selected by the SLURM profile): switching profiles reruns nothing."""
     return NotARerunTrigger(
-        join_args([("--memo-journal", config["evaluator"].get("memo_journal", "wal"))])
+        cli_args({"memo_journal": config["evaluator"].get("memo_journal", "wal")})
     )
 
 
@@ -298,74 +323,65 @@ def recompute_param(rule):
 
 def calibration_args(wildcards):
     """Calibration options: identical for the prior and every search of a (model, calibration), so
-    they share the memo. Only the options of this calibration's objective are passed, so changing
-    the TLM settings does not rerun the perplexity-calibrated jobs."""
+    they share the memo. Only the options of this calibration's objective (its registry entry says
+    which) are passed, so changing the TLM settings does not rerun the perplexity-calibrated jobs.
+    """
     parse_label = package_function("depthprune.calibration.variants", "parse_label")
-    variant = parse_label(
-        wildcards.calibration
-    )  # size and seed of a calibration-size study
-    calibration = variant.base
-    kind = "tlm" if calibration.startswith("tlm") else "perplexity"
-    sizes = config["calibration"][kind]
-    pairs = [
-        ("--calibration", calibration),
-        ("--n-samples", variant.n_samples or sizes["n_samples"]),
-        ("--seq-len", variant.seq_len or sizes["seq_len"]),
-        ("--seed", wildcards.seed),
-    ]
-    if wildcards.calibration != calibration:
-        pairs.append(("--calibration-label", wildcards.calibration))
-    if kind == "tlm":
-        pairs.append(("--tlm-format", sizes["format"]))
-    return join_args(pairs)  # --data-dir comes through data_dir_param
+    calibration_spec = package_function(
+        "depthprune.calibration.specs", "calibration_spec"
+    )
+    variant = parse_label(wildcards.calibration)  # size of a calibration-size study
+    objective = calibration_spec(variant.base).objective
+    sizes = config["calibration"][objective]
+    return cli_args(
+        {
+            "calibration": variant.base,
+            "n_samples": variant.n_samples or sizes["n_samples"],
+            "seq_len": variant.seq_len or sizes["seq_len"],
+            "seed": wildcards.seed,
+            "calibration_label": (
+                wildcards.calibration if wildcards.calibration != variant.base else None
+            ),
+            "format": sizes.get("format"),  # TLM only
+        },
+        flags={"format": "--tlm-format"},
+    )  # --data-dir comes through data_dir_param
 
 
 def evaluator_args(wildcards):
-    options = config["evaluator"]
-    protected = config["models"][wildcards.model]["protected_layers"]
-    return join_args(
-        [
-            ("--memo", memo_path(wildcards)),
-            ("--protected", " ".join(str(i) for i in sorted(protected)) or None),
-            ("--token-budget", options["token_budget"]),
-            ("--state-device", options["state_device"]),
-            ("--state-cache-gib", options["state_cache_gib"]),
-        ]
-    )
+    protected = model_entry(wildcards.model)["protected_layers"]
+    options = {k: v for k, v in config["evaluator"].items() if k != "memo_journal"}
+    return cli_args(
+        {
+            "memo": memo_path(wildcards),
+            "protected": " ".join(str(i) for i in sorted(protected)) or None,
+            **options,  # token_budget, state_device, state_cache_gib
+        }
+    )  # memo_journal comes through memo_journal_param
 
 
 def search_param_args(wildcards):
     """`--param key=value` for this algorithm's hyper-parameters only: a params change of one
     algorithm then reruns only its searches."""
-    params = config["search_params"].get(wildcards.algorithm) or {}
-    return " ".join(
-        f"--param {shlex.quote(f'{key}={yaml_scalar(value)}')}"
-        for key, value in sorted(params.items())
-    )
-
-
-def yaml_scalar(value):
-    """A config value as the YAML scalar the CLI parses back (`true`, not Python's `True`)."""
-    return value if isinstance(value, str) else json.dumps(value)
+    return cli_args({"param": config["search_params"].get(wildcards.algorithm) or {}})
 
 
 def evaluation_args(wildcards):
-    options = config["evaluation"]
-    pairs = [
-        ("--tasks", ",".join(options["tasks"])),
-        ("--limit", options["limit"]),
-        ("--ppl-seq-len", options["ppl_seq_len"]),
-        ("--ppl-max-tokens", options["ppl_max_tokens"]),
-        ("--batch-size", options["batch_size"]),
-        ("--cache-dir", eval_cache_dir(wildcards)),
-    ]
-    headline = " ".join(
-        f"--headline-metric {shlex.quote(f'{benchmark}={metric}')}"
-        for benchmark, metric in sorted(options["headline_metrics"].items())
-    )
-    return " ".join(
-        part for part in (join_args(pairs), headline) if part
+    options = dict(config["evaluation"])
+    headline = options.pop("headline_metrics")
+    return cli_args(
+        {
+            **options,
+            "cache_dir": eval_cache_dir(wildcards),
+            "headline_metrics": headline,
+        },
+        flags={"headline_metrics": "--headline-metric"},
     )  # + data_dir_param
+
+
+def analysis_args(wildcards):
+    """The statistics options of `depthprune render` (config section `analysis`)."""
+    return cli_args(config["analysis"])
 
 
 def figure_outputs():

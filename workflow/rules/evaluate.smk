@@ -1,3 +1,4 @@
+# `depthprune evaluate` -> depthprune/evaluation/cli.py (science: evaluation/run.py).
 # Stage 3: evaluate every pruned model and the dense model (perplexities and zero-shot accuracy).
 # Identical removed sets (several algorithms often agree) are computed once per model through the
 # content-addressed cache results/<model>/eval_cache, which is not a declared output.
@@ -6,57 +7,15 @@
 rule evaluate_selection:
     input:
         model=prepared_model("{model}"),
-        selection=results_path(
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}",
-            "selection.json",
-        ),
+        selection=rules.search.output.selection,
     output:
-        metrics=results_path(
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}",
-            "metrics.csv",
-        ),
-        raw=results_path(
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}",
-            "lm_eval.json",
-        ),
-        samples=results_path(
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}",
-            "samples.parquet",
-        ),
+        metrics=search_file("metrics.csv"),
+        raw=search_file("lm_eval.json"),
+        samples=search_file("samples.parquet"),
     log:
-        log_path(
-            "evaluate",
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}.log",
-        ),
+        search_log("evaluate"),
     benchmark:
-        benchmark_path(
-            "evaluate",
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}.tsv",
-        )
+        search_benchmark("evaluate")
     conda:
         "../../envs/depthprune.yaml"
     threads: config["threads"]

@@ -1,3 +1,4 @@
+# `depthprune prior` -> depthprune/prior_cli.py (science: prior.py, the subset evaluator).
 # Stage 1: the single-layer ablation prior s_i = L({i}) per (model, calibration), shared by every
 # budget and algorithm. It also fills the memo the searches start from.
 

@@ -1,3 +1,4 @@
+# `depthprune search` -> depthprune/search/cli.py (science: search/runner.py, search/<algorithm>.py).
 # Stage 2: one search per (model, calibration, M, algorithm). Searches of one (model, calibration)
 # share the memo (results/<model>/<calibration>/memo.sqlite); each keeps its scratch state (the BO
 # study) in a work/ folder that is not a declared output, so a failed or killed job resumes from it.
@@ -6,42 +7,14 @@
 rule search:
     input:
         model=prepared_model("{model}"),
-        prior=results_path("{model}", "{calibration}", "seed{seed}", "prior.json"),
+        prior=rules.prior.output[0],
     output:
-        selection=results_path(
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}",
-            "selection.json",
-        ),
-        trace=results_path(
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}",
-            "trace.csv",
-        ),
+        selection=search_file("selection.json"),
+        trace=search_file("trace.csv"),
     log:
-        log_path(
-            "search",
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}.log",
-        ),
+        search_log("search"),
     benchmark:
-        benchmark_path(
-            "search",
-            "{model}",
-            "{calibration}",
-            "seed{seed}",
-            "M{budget}",
-            "{algorithm}.tsv",
-        )
+        search_benchmark("search")
     conda:
         "../../envs/depthprune.yaml"
     threads: config["threads"]

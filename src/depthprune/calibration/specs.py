@@ -8,17 +8,28 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class CalibrationSpec:
     name: str
-    objective: str  # "perplexity" | "tlm"
+    objective: str  # "perplexity" | "tlm": also the config section of its sizes (calibration.<objective>)
     source: str  # "c4" | "cs170k"
     description: str
+    display_name: str  # in figures and tables
+    in_paper: bool = True  # one of the paper's two; the others are controls
+
+    @property
+    def kind(self) -> str:
+        """The summary's ``calibration_kind``: ``ppl`` (perplexity pruning) or ``tlm`` (task likelihood)."""
+        return "ppl" if self.objective == "perplexity" else "tlm"
 
 
 CALIBRATIONS: dict[str, CalibrationSpec] = {
     spec.name: spec
     for spec in (
-        CalibrationSpec("ppl_c4", "perplexity", "c4", "perplexity on C4 en train (paper)"),
-        CalibrationSpec("tlm_cs170k", "tlm", "cs170k", "task likelihood margin on Commonsense 170k (paper)"),
-        CalibrationSpec("ppl_cs170k", "perplexity", "cs170k", "perplexity on Commonsense 170k text (control)"),
+        CalibrationSpec("ppl_c4", "perplexity", "c4", "perplexity on C4 en train (paper)", "PPL · C4"),
+        CalibrationSpec(
+            "tlm_cs170k", "tlm", "cs170k", "task likelihood margin on Commonsense 170k (paper)", "TLM · CS170k"
+        ),
+        CalibrationSpec(
+            "ppl_cs170k", "perplexity", "cs170k", "perplexity on Commonsense 170k text (control)", "PPL · CS170k", False
+        ),
     )
 }
 

@@ -5,18 +5,20 @@ calibration several times. Each run needs its own prior, memo and searches, so t
 its own calibration label, used as the calibration's folder and as the ``calibration`` column of
 every output:
 
-    tlm_cs170k            the calibration at the profile's size and seed (default study)
+    tlm_cs170k            the calibration at the preset's size and seed (default study)
     tlm_cs170k-n16        16 TLM items
     ppl_c4-64x128         64 documents x 128 tokens
     ppl_c4-64x128-s2      ... drawn (and searched) with seed 2
 
-Labels begin with the calibration's name, so ``calibration_kind`` and every table keep working.
+Labels begin with the calibration's name: ``parse_label(label).base`` is its ``CALIBRATIONS`` entry.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from depthprune.calibration.specs import calibration_spec
 
 _LABEL = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:-n(?P<items>\d+)|-(?P<docs>\d+)x(?P<tokens>\d+))?(?:-s(?P<seed>\d+))?$")
 _SIZE = re.compile(r"^\s*(?:(?P<docs>\d+)\s*x\s*(?P<tokens>\d+)|(?P<items>\d+))\s*$")
@@ -25,9 +27,9 @@ _SIZE = re.compile(r"^\s*(?:(?P<docs>\d+)\s*x\s*(?P<tokens>\d+)|(?P<items>\d+))\
 @dataclass(frozen=True)
 class CalibrationVariant:
     base: str  # ppl_c4, tlm_cs170k, ppl_cs170k
-    n_samples: int | None = None  # None: the profile's size
-    seq_len: int | None = None  # None: the profile's (for TLM: the token cap per item)
-    seed: int | None = None  # None: the profile's seed
+    n_samples: int | None = None  # None: the preset's size
+    seq_len: int | None = None  # None: the preset's (for TLM: the token cap per item)
+    seed: int | None = None  # None: the preset's seed
 
     @property
     def label(self) -> str:
@@ -47,7 +49,7 @@ class CalibrationVariant:
 
 
 def parse_size(value, where: str = "calibration_sizes") -> tuple[int, int | None]:
-    """``16`` -> (16, None) (items, or documents at the profile's length); ``"64x128"`` -> (64, 128)."""
+    """``16`` -> (16, None) (items, or documents at the preset's length); ``"64x128"`` -> (64, 128)."""
     match = _SIZE.match(str(value))
     if not match:
         raise ValueError(
@@ -79,11 +81,11 @@ def study_variants(calibrations, sizes: dict | None, seeds) -> list[CalibrationV
     """Every (calibration, size, seed) a study runs.
 
     ``sizes`` maps an objective kind (``tlm``, ``perplexity``) to its sizes; a kind without sizes runs at
-    the profile's size. ``seeds`` None runs the profile's seed and keeps the plain labels.
+    the preset's size. ``seeds`` None runs the preset's seed and keeps the plain labels.
     """
     variants = []
     for base in calibrations:
-        kind = "tlm" if base.startswith("tlm") else "perplexity"
+        kind = calibration_spec(base).objective
         kind_sizes = (sizes or {}).get(kind) or [None]
         for size in kind_sizes:
             n, length = parse_size(size, f"calibration_sizes.{kind}") if size is not None else (None, None)

@@ -1,8 +1,17 @@
 """The nine evaluation benchmarks (docs/method.md §6) and the settings that change their numbers.
 
-Three are perplexities (WikiText-2 and C4 computed in this package, LAMBADA through lm-eval), six are
-zero-shot multiple-choice accuracies through lm-evaluation-harness. ``EvalSettings`` holds every
-option that can change a figure; it is what the evaluation cache keys on.
+``BENCHMARKS`` is the one table of what is evaluated: every other place (evaluation, aggregation,
+tables, figures) reads it, so adding a benchmark is one row here plus its lm-eval task YAML in
+``tasks/`` when lm-eval scores it. Two words are kept apart:
+
+- ``kind`` says which average and table a benchmark enters: ``"perplexity"`` (WikiText-2, C4 and
+  LAMBADA: Table 1, ``avg_perplexity``) or ``"zero_shot"`` (the six multiple-choice tasks: Tables 2-3,
+  ``avg_accuracy``);
+- ``lm_eval_task`` says who computes it: lm-evaluation-harness (LAMBADA and the six tasks) or, when
+  None, this package (``depthprune.evaluation.perplexity``: WikiText-2 and C4).
+
+This module imports neither torch nor pandas. ``EvalSettings`` holds every option that can change a
+figure; it is what the evaluation cache keys on.
 """
 
 from __future__ import annotations
@@ -11,32 +20,71 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PERPLEXITY_BENCHMARKS = ("wikitext2", "c4")  # computed by depthprune.evaluation.perplexity
-LM_EVAL_TASKS = ("lambada_openai", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "piqa", "boolq")
-BENCHMARKS = PERPLEXITY_BENCHMARKS + LM_EVAL_TASKS
-ZERO_SHOT_TASKS = LM_EVAL_TASKS[1:]
+PERPLEXITY = "perplexity"
+ZERO_SHOT = "zero_shot"
 
-# Metrics each benchmark reports (lm-eval's metric names); winogrande and boolq have no acc_norm.
-METRICS = {
-    "wikitext2": ("perplexity",),
-    "c4": ("perplexity",),
-    "lambada_openai": ("perplexity", "acc"),
-    "hellaswag": ("acc", "acc_norm"),
-    "winogrande": ("acc",),
-    "arc_easy": ("acc", "acc_norm"),
-    "arc_challenge": ("acc", "acc_norm"),
-    "piqa": ("acc", "acc_norm"),
-    "boolq": ("acc",),
-}
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # the --tasks name, the metrics.csv `benchmark` value
+    kind: str  # PERPLEXITY or ZERO_SHOT: the average and table it enters (docs/method.md §7)
+    lm_eval_task: str | None  # the lm-eval task (tasks/<task>.yaml); None: depthprune.evaluation.perplexity
+    metrics: tuple[str, ...]  # what it reports (lm-eval's metric names)
+    header: str  # short column header of the tables
+    title: str  # full name, for captions
+    group: str  # the benchmark family named in captions and docs (docs/method.md §6)
+
+    @property
+    def headline(self) -> str:
+        """The metric tables and figures use by default: perplexity for the perplexity benchmarks,
+        acc_norm where the task has it and acc otherwise (docs/method.md §6, a configurable choice)."""
+        if self.kind == PERPLEXITY:
+            return "perplexity"
+        return "acc_norm" if "acc_norm" in self.metrics else "acc"
+
+    @property
+    def column(self) -> str:
+        """Its headline column in the aggregate summary: ``ppl_<name>`` or ``acc_<name>`` (a fraction)."""
+        return f"{'ppl' if self.kind == PERPLEXITY else 'acc'}_{self.name}"
+
+
+_ACC = ("acc", "acc_norm")
+BENCHMARK_TABLE: tuple[Benchmark, ...] = (
+    Benchmark("wikitext2", PERPLEXITY, None, ("perplexity",), "W2", "WikiText-2", "language modelling"),
+    Benchmark("c4", PERPLEXITY, None, ("perplexity",), "C4", "C4", "language modelling"),
+    Benchmark(
+        "lambada_openai", PERPLEXITY, "lambada_openai", ("perplexity", "acc"), "LMB", "LAMBADA", "language modelling"
+    ),
+    Benchmark("hellaswag", ZERO_SHOT, "hellaswag", _ACC, "Hella", "HellaSwag", "commonsense reasoning"),
+    Benchmark("winogrande", ZERO_SHOT, "winogrande", ("acc",), "Wino", "WinoGrande", "commonsense reasoning"),
+    Benchmark("arc_easy", ZERO_SHOT, "arc_easy", _ACC, "ARC-E", "ARC-Easy", "commonsense reasoning"),
+    Benchmark("arc_challenge", ZERO_SHOT, "arc_challenge", _ACC, "ARC-C", "ARC-Challenge", "commonsense reasoning"),
+    Benchmark("piqa", ZERO_SHOT, "piqa", _ACC, "PIQA", "PIQA", "commonsense reasoning"),
+    Benchmark("boolq", ZERO_SHOT, "boolq", ("acc",), "BoolQ", "BoolQ", "commonsense reasoning"),
+)
+BENCHMARK_SPECS: dict[str, Benchmark] = {b.name: b for b in BENCHMARK_TABLE}
+
+BENCHMARKS = tuple(BENCHMARK_SPECS)  # canonical order
+PERPLEXITY_BENCHMARKS = tuple(b.name for b in BENCHMARK_TABLE if b.kind == PERPLEXITY)  # Table 1
+ZERO_SHOT_BENCHMARKS = tuple(b.name for b in BENCHMARK_TABLE if b.kind == ZERO_SHOT)  # Tables 2-3
+CORPUS_PERPLEXITIES = tuple(b.name for b in BENCHMARK_TABLE if b.lm_eval_task is None)  # computed here
+LM_EVAL_TASKS = tuple(b.name for b in BENCHMARK_TABLE if b.lm_eval_task is not None)
+METRICS = {b.name: b.metrics for b in BENCHMARK_TABLE}
+PERPLEXITY_COLUMNS = tuple(b.column for b in BENCHMARK_TABLE if b.kind == PERPLEXITY)  # summary: avg_perplexity
+ACCURACY_COLUMNS = tuple(b.column for b in BENCHMARK_TABLE if b.kind == ZERO_SHOT)  # summary: avg_accuracy
+
+# The columns of metrics.csv and samples.parquet (written by evaluation.run, read by reporting).
+_ROW_LABELS = ["model", "calibration", "budget", "algorithm", "removed", "benchmark"]
+METRICS_COLUMNS = [*_ROW_LABELS, "metric", "value", "stderr", "n", "headline"]
+SAMPLES_COLUMNS = [*_ROW_LABELS, "unit", "metric", "value", "headline"]  # one row per document
+
+
+def benchmarks_of(kind: str) -> tuple[Benchmark, ...]:
+    return tuple(b for b in BENCHMARK_TABLE if b.kind == kind)
 
 
 def default_headline(benchmark: str) -> str:
-    """The metric tables and figures use: perplexity for the three perplexity benchmarks,
-    acc_norm where the task has it and acc otherwise (docs/method.md §6, a configurable choice)."""
-    metrics = METRICS[benchmark]
-    if "perplexity" in metrics:
-        return "perplexity"
-    return "acc_norm" if "acc_norm" in metrics else "acc"
+    return BENCHMARK_SPECS[benchmark].headline
 
 
 def parse_benchmarks(text: str | None) -> tuple[str, ...]:

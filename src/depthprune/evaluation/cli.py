@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from depthprune.evaluation.benchmarks import BENCHMARKS, EvalSettings, parse_benchmarks, parse_headline_overrides
+from depthprune.paths import eval_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
 
 
 def add_evaluation_args(parser: argparse.ArgumentParser, **defaults) -> None:
-    """Evaluation settings (shared with ``bench evaluate``, which passes the profile's defaults)."""
+    """Evaluation settings (shared with ``timing evaluate``, which passes the default preset's settings)."""
     group = parser.add_argument_group("evaluation")
     group.add_argument(
         "--data-dir",
@@ -158,7 +159,7 @@ def main(args) -> int:
     settings = settings_from_args(args)
     name = args.name or default_name(args.model)
     removed, labels = removed_and_labels(args, name)
-    cache = None if args.no_eval_cache else EvalCache(args.cache_dir or Path("results") / name / "eval_cache")
+    cache = None if args.no_eval_cache else EvalCache(args.cache_dir or eval_cache_dir(name))
     evaluation = evaluate_removed(
         model_identity=model_identity(args),
         removed=removed,

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depthprune.evaluation.benchmarks import BENCHMARKS, LM_EVAL_TASKS, PERPLEXITY_BENCHMARKS, EvalSettings
+from depthprune.evaluation.benchmarks import (
+    BENCHMARKS,
+    CORPUS_PERPLEXITIES,
+    LM_EVAL_TASKS,
+    METRICS_COLUMNS,
+    SAMPLES_COLUMNS,
+    EvalSettings,
+)
 from depthprune.evaluation.cache import CacheEntry, EvalCache, cache_key, file_sha256
 from depthprune.evaluation.harness import (
     LM_ENGINE,
@@ -26,24 +33,11 @@ from depthprune.evaluation.harness import (
     check_offline_data,
     offline_data_files,
 )
-from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions, parse_layers
 from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
 
-METRICS_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "metric",
-    "value",
-    "stderr",
-    "n",
-    "headline",
-]
 KEY_VERSIONS = ("lm_eval", "transformers", "torch")  # packages whose upgrade can change a figure
 
 
@@ -100,7 +94,7 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=(), engine:
     )
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
-        for benchmark in (b for b in settings.benchmarks if b in PERPLEXITY_BENCHMARKS):
+        for benchmark in (b for b in settings.benchmarks if b in CORPUS_PERPLEXITIES):
             result = evaluate_perplexity(
                 model,
                 tokenizer,
@@ -148,7 +142,7 @@ def check_data(settings: EvalSettings) -> None:
     from depthprune.evaluation.perplexity import local_corpus_file
 
     for benchmark in settings.benchmarks:
-        if benchmark in PERPLEXITY_BENCHMARKS:
+        if benchmark in CORPUS_PERPLEXITIES:
             local_corpus_file(benchmark, settings.data_dir)  # raises, naming the file, if missing
     check_offline_data([b for b in settings.benchmarks if b in LM_EVAL_TASKS], settings.data_dir)
 
@@ -163,7 +157,7 @@ def data_fingerprint(settings: EvalSettings) -> dict:
     for benchmark in settings.benchmarks:
         paths = (
             [local_corpus_file(benchmark, settings.data_dir)]
-            if benchmark in PERPLEXITY_BENCHMARKS
+            if benchmark in CORPUS_PERPLEXITIES
             else list(offline_data_files(benchmark, settings.data_dir).values())
         )
         for path in paths:
@@ -207,7 +201,7 @@ def evaluate_removed(
     the model in the cache key. On a hit nothing is loaded. ``read_cache=False`` (--recompute):
     evaluate again and replace the cached entry.
     """
-    removed = tuple(sorted(int(i) for i in removed))
+    removed = parse_layers(removed)
     check_data(settings)
     payload = cache_payload(model_identity, removed, settings)
     key = cache_key(payload)
@@ -311,7 +305,7 @@ def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings
     frame = pd.DataFrame(evaluation.samples, columns=["benchmark", "unit", "metric", "value"])
     headline = [
         metric in ("nll_sum", "n_tokens")
-        if benchmark in PERPLEXITY_BENCHMARKS
+        if benchmark in CORPUS_PERPLEXITIES
         else metric == settings.headline_metric(benchmark)
         for benchmark, metric in zip(frame["benchmark"], frame["metric"])
     ]
@@ -330,20 +324,6 @@ def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings
     out["unit"] = out["unit"].astype("int64")
     out["budget"] = out["budget"].astype("int64")
     return out[SAMPLES_COLUMNS]
-
-
-SAMPLES_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "unit",
-    "metric",
-    "value",
-    "headline",
-]
 
 
 def write_outputs(

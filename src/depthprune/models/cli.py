@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from depthprune.io import format_layers, parse_layers, read_json
+from depthprune.paths import MODEL_CACHE_DIR
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def register(subparsers) -> None:
 
     prepare = subparsers.add_parser("prepare-model", help="convert/cache a model spec once (GGUF -> safetensors)")
     prepare.add_argument("--model", required=True, help="model spec (see docs/architecture.md)")
-    prepare.add_argument("--model-cache-dir", default="resources/models")
+    prepare.add_argument("--model-cache-dir", default=MODEL_CACHE_DIR)
     prepare.add_argument("--out", help="JSON record of the prepared model (spec, folder, family, blocks)")
     prepare.set_defaults(func=run_prepare)
 

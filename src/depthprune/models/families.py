@@ -8,6 +8,7 @@ per-layer lists. Adding a family is one ``Family(...)`` line in ``FAMILIES``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -22,7 +23,10 @@ class Family:
     per_layer_config: tuple[str, ...] = ("layer_types",)
     # Gemma 2 squashes logits with tanh softcapping; the loss must see the same logits as the model.
     logit_softcap_attr: str | None = None
-    extra: dict = field(default_factory=dict)
+    # A tiny random model of the family (tests, the smoke preset; models/tiny.py): the transformers
+    # config class and the settings that switch on every per-layer feature, given the block count.
+    tiny_config_class: str = ""
+    tiny_settings: Callable[[int], dict] = field(default=lambda n_layers: {})
 
     # --- locating modules -------------------------------------------------------------------
     def backbone(self, model: nn.Module) -> nn.Module:
@@ -40,9 +44,6 @@ class Family:
 
     def final_norm(self, model: nn.Module) -> nn.Module:
         return self.backbone(model).norm
-
-    def rotary(self, model: nn.Module) -> nn.Module:
-        return self.backbone(model).rotary_emb
 
     def head(self, model: nn.Module) -> nn.Module:
         return model.get_output_embeddings()
@@ -67,12 +68,38 @@ class Family:
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
-        Family("llama", ("llama",)),
-        Family("mistral", ("mistral",)),
-        Family("qwen2", ("qwen2",)),
-        Family("qwen3", ("qwen3",)),
-        Family("gemma2", ("gemma2",), logit_softcap_attr="final_logit_softcapping"),
-        Family("gemma3", ("gemma3", "gemma3_text"), logit_softcap_attr="final_logit_softcapping"),
+        Family(
+            "llama", ("llama",), tiny_config_class="LlamaConfig", tiny_settings=lambda n: {"tie_word_embeddings": True}
+        ),
+        Family(
+            "mistral", ("mistral",), tiny_config_class="MistralConfig", tiny_settings=lambda n: {"sliding_window": 32}
+        ),
+        # Qwen2: alternate sliding and full layers, so per-layer config lists matter.
+        Family(
+            "qwen2",
+            ("qwen2",),
+            tiny_config_class="Qwen2Config",
+            tiny_settings=lambda n: {"use_sliding_window": True, "sliding_window": 32, "max_window_layers": n // 2},
+        ),
+        Family("qwen3", ("qwen3",), tiny_config_class="Qwen3Config"),
+        Family(
+            "gemma2",
+            ("gemma2",),
+            logit_softcap_attr="final_logit_softcapping",
+            tiny_config_class="Gemma2Config",
+            tiny_settings=lambda n: {
+                "sliding_window": 32,
+                "final_logit_softcapping": 30.0,
+                "query_pre_attn_scalar": 16,
+            },
+        ),
+        Family(
+            "gemma3",
+            ("gemma3", "gemma3_text"),
+            logit_softcap_attr="final_logit_softcapping",
+            tiny_config_class="Gemma3TextConfig",
+            tiny_settings=lambda n: {"sliding_window": 32, "query_pre_attn_scalar": 16},
+        ),
     )
 }
 

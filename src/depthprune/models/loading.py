@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from depthprune.io import atomic_dir
+from depthprune.paths import MODEL_CACHE_DIR
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CACHE_DIR = Path("resources/models")
+DEFAULT_CACHE_DIR = Path(MODEL_CACHE_DIR)
 
 
 @dataclass(frozen=True)
@@ -214,8 +215,9 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
         target = cache_dir / f"tiny-{family}-{n_layers}"
         if not (target / _READY).exists():
             _discard_unfinished(target)
+            tokenizer_dir = materialise("embedded:smollm2-135m", cache_dir)
             with atomic_dir(target) as tmp:
-                make_tiny_model(tmp, family=family, n_layers=n_layers, tokenizer_cache_dir=cache_dir)
+                make_tiny_model(tmp, family=family, n_layers=n_layers, tokenizer_dir=tokenizer_dir)
                 (tmp / _READY).touch()
         return str(target)
     return spec  # hub id or local folder

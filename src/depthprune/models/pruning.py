@@ -8,7 +8,7 @@ from pathlib import Path
 
 from torch import nn
 
-from depthprune.io import atomic_write_json, format_layers
+from depthprune.io import atomic_write_json, format_layers, parse_layers
 from depthprune.models.families import family_for
 
 log = logging.getLogger(__name__)
@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def validate_removed(removed: Iterable[int], n_layers: int, protected: Iterable[int] = ()) -> tuple[int, ...]:
     """Sorted removed set, checked against the model's depth and the protected layers."""
-    removed = tuple(sorted({int(i) for i in removed}))
+    removed = parse_layers(removed)
     bad = [i for i in removed if not 0 <= i < n_layers]
     if bad:
         raise ValueError(f"removed layers {bad} are outside 0..{n_layers - 1}")

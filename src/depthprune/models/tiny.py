@@ -1,4 +1,4 @@
-"""Tiny randomly initialised checkpoints (any supported family) for tests and the smoke profile."""
+"""Tiny randomly initialised checkpoints (any supported family) for tests and the smoke preset."""
 
 from __future__ import annotations
 
@@ -24,49 +24,32 @@ def parse_tiny_spec(spec: str) -> tuple[str, int]:
 
 
 def tiny_config(family: str = "llama", n_layers: int = 8, vocab_size: int = 49152, **overrides):
-    """A small config of ``family`` with every per-layer feature of the family switched on."""
-    from transformers import (
-        Gemma2Config,
-        Gemma3TextConfig,
-        LlamaConfig,
-        MistralConfig,
-        Qwen2Config,
-        Qwen3Config,
-    )
+    """A small config of ``family`` with every per-layer feature of the family switched on (the
+    settings live on the family's adapter, ``models/families.py``)."""
+    import transformers
 
-    common = dict(TINY_DIMS, num_hidden_layers=n_layers, vocab_size=vocab_size, max_position_embeddings=2048)
-    common.update(overrides)
-    if family == "llama":
-        return LlamaConfig(**common, tie_word_embeddings=True)
-    if family == "mistral":
-        return MistralConfig(**common, sliding_window=32)
-    if family == "qwen2":
-        # Alternate sliding/full layers so per-layer config lists matter.
-        return Qwen2Config(**common, use_sliding_window=True, sliding_window=32, max_window_layers=n_layers // 2)
-    if family == "qwen3":
-        return Qwen3Config(**common)
-    if family == "gemma2":
-        return Gemma2Config(**common, sliding_window=32, final_logit_softcapping=30.0, query_pre_attn_scalar=16)
-    if family == "gemma3":
-        return Gemma3TextConfig(**common, sliding_window=32, query_pre_attn_scalar=16)
-    raise ValueError(
-        f"unknown model family {family!r} for a tiny model; known: llama mistral qwen2 qwen3 gemma2 gemma3"
-    )
+    from depthprune.models.families import FAMILIES
+
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r} for a tiny model; known: {' '.join(FAMILIES)}")
+    adapter = FAMILIES[family]
+    settings = dict(TINY_DIMS, num_hidden_layers=n_layers, vocab_size=vocab_size, max_position_embeddings=2048)
+    settings.update(overrides)
+    return getattr(transformers, adapter.tiny_config_class)(**settings, **adapter.tiny_settings(n_layers))
 
 
 def make_tiny_model(
     out_dir: str | Path,
+    tokenizer_dir: str | Path,
     family: str = "llama",
     n_layers: int = 8,
     seed: int = 0,
-    tokenizer_cache_dir: str | Path = "resources/models",
 ):
-    """Write a deterministic random checkpoint with SmolLM2's real tokenizer to ``out_dir``."""
+    """Write a deterministic random checkpoint to ``out_dir`` with the tokenizer of ``tokenizer_dir``
+    (the loader passes SmolLM2's real one)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from depthprune.models.loading import materialise
-
-    tokenizer = AutoTokenizer.from_pretrained(materialise("embedded:smollm2-135m", tokenizer_cache_dir))
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = tiny_config(family, n_layers, vocab_size=len(tokenizer))
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

@@ -6,8 +6,9 @@ The aggregate is the only input of the figures and tables:
 - ``metrics``: every metrics.csv row (pruned and dense models), contract columns.
 - ``summary``: one row per (model, calibration, budget, algorithm) with the headline value of every
   benchmark (``ppl_<benchmark>`` for perplexities, ``acc_<benchmark>`` for accuracies, as fractions),
-  ``avg_perplexity`` (mean of the three perplexity benchmarks) and ``avg_accuracy`` (mean of the six
-  zero-shot headline metrics), plus the search cost columns of the selection.
+  ``avg_perplexity`` (mean of the perplexity benchmarks) and ``avg_accuracy`` (mean of the zero-shot
+  headline metrics; both sets from ``evaluation.benchmarks.BENCHMARK_TABLE``), plus the search cost
+  columns of the selection.
 
 An average is NaN when one of its parts is missing: a partial mean would not be comparable with the
 complete ones next to it.
@@ -25,6 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from depthprune.calibration.specs import CALIBRATIONS
+from depthprune.calibration.variants import parse_label
+from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
 
 log = logging.getLogger(__name__)
@@ -34,24 +38,6 @@ KEY = ["model", "calibration", "budget", "algorithm"]
 RUN_KEY = KEY + ["seed"]
 SEED_DIR = re.compile(r"^seed(\d+)$")
 
-PERPLEXITY_BENCHMARKS = ("wikitext2", "c4", "lambada_openai")
-ZERO_SHOT_BENCHMARKS = ("hellaswag", "winogrande", "arc_easy", "arc_challenge", "piqa", "boolq")
-PERPLEXITY_COLUMNS = tuple(f"ppl_{b}" for b in PERPLEXITY_BENCHMARKS)
-ACCURACY_COLUMNS = tuple(f"acc_{b}" for b in ZERO_SHOT_BENCHMARKS)
-
-METRICS_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "metric",
-    "value",
-    "stderr",
-    "n",
-    "headline",
-]
 SELECTION_REQUIRED = ["model", "calibration", "budget", "algorithm", "removed", "n_layers"]
 SELECTION_COLUMNS = [
     "model",
@@ -87,18 +73,6 @@ SUMMARY_SELECTION_COLUMNS = [
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
-SAMPLES_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "benchmark",
-    "unit",
-    "metric",
-    "value",
-    "headline",
-]
 # Averages and accuracies are rounded to this many decimals so that equal accuracies (fractions of
 # counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
 TIE_DECIMALS = 9
@@ -107,11 +81,15 @@ DENSE_ALGORITHM = "dense"
 
 
 def calibration_kind(calibration: str) -> str:
-    """'tlm' (task-likelihood pruning), 'ppl' (perplexity pruning), 'none' (dense) or 'other'."""
-    for kind in ("tlm", "ppl"):
-        if calibration.startswith(kind):
-            return kind
-    return "none" if calibration == DENSE_CALIBRATION else "other"
+    """'tlm' (task-likelihood pruning), 'ppl' (perplexity pruning), 'none' (dense) or 'other'
+    (a label that names no registered calibration), asked of the calibration's registry entry."""
+    if calibration == DENSE_CALIBRATION:
+        return "none"
+    try:
+        spec = CALIBRATIONS.get(parse_label(calibration).base)
+    except ValueError:
+        spec = None
+    return spec.kind if spec is not None else "other"
 
 
 # --------------------------------------------------------------------------- discovery and reading

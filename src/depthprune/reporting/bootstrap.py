@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from depthprune.reporting.aggregate import ACCURACY_COLUMNS, KEY, PERPLEXITY_COLUMNS, TIE_DECIMALS
+from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
+from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +81,14 @@ def document_replicates(
     for benchmark, group in head.groupby("benchmark", sort=True):
         runs = [run_index[tuple(r)] for r in group[KEY].itertuples(index=False)]
         group = group.assign(_run=runs)
-        if f"ppl_{benchmark}" in PERPLEXITY_COLUMNS and not (group["metric"] == "nll_sum").any():
+        if benchmark in PERPLEXITY_BENCHMARKS and not (group["metric"] == "nll_sum").any():
             # LAMBADA through lm-eval: each document's "perplexity" value is its continuation's
             # log-likelihood, and lm-eval's perplexity is exp(-mean) of those (docs/method.md §7).
             loglik = group.pivot(index="_run", columns="unit", values="value")
             w = _weights(loglik.shape[1], n_resamples, seed, benchmark)
             values = np.exp(-(loglik.to_numpy() @ w.T) / loglik.shape[1])
             index = loglik.index
-        elif f"ppl_{benchmark}" in PERPLEXITY_COLUMNS:
+        elif benchmark in PERPLEXITY_BENCHMARKS:
             nll = group[group["metric"] == "nll_sum"].pivot(index="_run", columns="unit", values="value")
             tok = group[group["metric"] == "n_tokens"].pivot(index="_run", columns="unit", values="value")
             w = _weights(nll.shape[1], n_resamples, seed, benchmark)
@@ -101,8 +102,8 @@ def document_replicates(
         full = np.full((len(keys), n_resamples), np.nan)
         full[index.to_numpy()] = values
         per_benchmark[benchmark] = full
-    acc = _average(per_benchmark, [c.removeprefix("acc_") for c in ACCURACY_COLUMNS], len(keys), n_resamples)
-    ppl = _average(per_benchmark, [c.removeprefix("ppl_") for c in PERPLEXITY_COLUMNS], len(keys), n_resamples)
+    acc = _average(per_benchmark, list(ZERO_SHOT_BENCHMARKS), len(keys), n_resamples)
+    ppl = _average(per_benchmark, list(PERPLEXITY_BENCHMARKS), len(keys), n_resamples)
     return Replicates(keys=keys, avg_accuracy=acc, avg_perplexity=ppl, n_resamples=n_resamples, seed=seed)
 
 

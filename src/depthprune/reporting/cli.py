@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from depthprune.paths import AGGREGATE_DIR, FIGURES_DIR, RESULTS_DIR
+
 log = logging.getLogger(__name__)
 
 
@@ -21,13 +23,13 @@ def register(subparsers) -> None:
             "(CSV and Parquet). Files come from --results (Snakemake layout) or from explicit lists."
         ),
     )
-    agg.add_argument("--results", default="results", help="results folder to search (default: results)")
+    agg.add_argument("--results", default=RESULTS_DIR, help="results folder to search (default: %(default)s)")
     agg.add_argument("--selections", nargs="*", metavar="FILE", help="explicit selection.json files (skips the search)")
     agg.add_argument("--metrics", nargs="*", metavar="FILE", help="explicit metrics.csv files (skips the search)")
     agg.add_argument(
         "--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)"
     )
-    agg.add_argument("--out", default="results/aggregate", help="output folder (default: results/aggregate)")
+    agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
 
     ren = subparsers.add_parser(
@@ -35,8 +37,8 @@ def register(subparsers) -> None:
         help="draw Figures 1-3, Tables 1-6, the observations and the analyses from results/aggregate/",
         description="Render figures, tables, analyses and observations.md from the aggregate (no model is loaded).",
     )
-    ren.add_argument("--aggregate", default="results/aggregate", help="aggregate folder (default: results/aggregate)")
-    ren.add_argument("--out", default="figures", help="output folder (default: figures)")
+    ren.add_argument("--aggregate", default=AGGREGATE_DIR, help="aggregate folder (default: %(default)s)")
+    ren.add_argument("--out", default=FIGURES_DIR, help="output folder (default: %(default)s)")
     ren.add_argument(
         "--only",
         default=None,
@@ -70,8 +72,8 @@ def register(subparsers) -> None:
             "calibration_sizes and seeds)."
         ),
     )
-    size.add_argument("--aggregate", default="results/aggregate", help="aggregate folder (default: results/aggregate)")
-    size.add_argument("--out", default="figures", help="output folder (default: figures)")
+    size.add_argument("--aggregate", default=AGGREGATE_DIR, help="aggregate folder (default: %(default)s)")
+    size.add_argument("--out", default=FIGURES_DIR, help="output folder (default: %(default)s)")
     size.set_defaults(func=run_calibration_size)
 
 

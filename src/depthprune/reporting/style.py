@@ -17,40 +17,28 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
+from depthprune.calibration.specs import CALIBRATIONS as CALIBRATION_SPECS
 from depthprune.io import atomic_path
+from depthprune.search import ALGORITHMS as SEARCHES
+from depthprune.search import STUDY_ALGORITHMS
 
 # matplotlib's PDF backend subsets fonts with fontTools, which logs every table at INFO level.
 logging.getLogger("fontTools").setLevel(logging.WARNING)
 
-# The paper's seven, then the random-initialisation controls of GA and BO (paper's limitation 2).
-PAPER_ALGORITHMS = ("one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select")
-ALGORITHMS = PAPER_ALGORITHMS + ("ga_random", "bo_random")
+# Order, names and markers come from the registries (search.ALGORITHMS, calibration.CALIBRATIONS):
+# the paper's seven in its order, then the random-initialisation controls of GA and BO (paper's
+# limitation 2); `exhaustive` (not a study search) sorts after them.
+PAPER_ALGORITHMS = tuple(name for name, cls in SEARCHES.items() if cls.in_paper)
+ALGORITHMS = PAPER_ALGORITHMS + tuple(name for name in STUDY_ALGORITHMS if name not in PAPER_ALGORITHMS)
 # Searches that are not among the paper's seven: kept out of the statistics behind its claims.
-CONTROL_ALGORITHMS = ("ga_random", "bo_random", "exhaustive")
-ALGORITHM_NAMES = {
-    "one_shot": "One-shot",
-    "greedy": "Greedy",
-    "beam": "Beam",
-    "ga": "GA",
-    "bo": "BO",
-    "cbo": "CBO",
-    "fast_block_select": "Fast-block-select",
-    "ga_random": "GA (random init)",
-    "bo_random": "BO (random init)",
-    "exhaustive": "Exhaustive",
-    "dense": "Dense",
-}
-ALGORITHM_MARKERS = dict(zip(ALGORITHMS, ("o", "s", "^", "D", "v", "P", "X", "<", ">")))
+CONTROL_ALGORITHMS = tuple(name for name, cls in SEARCHES.items() if not cls.in_paper)
+ALGORITHM_NAMES = {name: cls.display_name for name, cls in SEARCHES.items()} | {"dense": "Dense"}
+ALGORITHM_MARKERS = {name: cls.marker for name, cls in SEARCHES.items()}
 EXTRA_MARKERS = ("h", "*", "p", "8", "d", "H")
 
-CALIBRATIONS = ("ppl_c4", "tlm_cs170k", "ppl_cs170k")
-PAPER_CALIBRATIONS = ("ppl_c4", "tlm_cs170k")
-CALIBRATION_NAMES = {
-    "ppl_c4": "PPL · C4",
-    "tlm_cs170k": "TLM · CS170k",
-    "ppl_cs170k": "PPL · CS170k",
-    "none": "(none)",
-}
+CALIBRATIONS = tuple(CALIBRATION_SPECS)
+PAPER_CALIBRATIONS = tuple(name for name, spec in CALIBRATION_SPECS.items() if spec.in_paper)
+CALIBRATION_NAMES = {name: spec.display_name for name, spec in CALIBRATION_SPECS.items()} | {"none": "(none)"}
 
 # Okabe & Ito (2008), "Color Universal Design".
 OKABE_ITO = {

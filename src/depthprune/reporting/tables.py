@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from depthprune.reporting.aggregate import ACCURACY_COLUMNS, DENSE_ALGORITHM, PERPLEXITY_COLUMNS
+from depthprune.evaluation.benchmarks import PERPLEXITY, ZERO_SHOT, benchmarks_of
+from depthprune.reporting.aggregate import DENSE_ALGORITHM
 from depthprune.reporting.analysis import agreement_table, sort_frame
 from depthprune.reporting.style import algorithm_name, calibration_name, slug
 from depthprune.reporting.table_format import (
@@ -39,8 +40,21 @@ def _with(frame: pd.DataFrame, columns) -> list[str]:
 
 
 BLOCK = ["model", "budget", "calibration"]
-ACCURACY_HEADERS = dict(zip(ACCURACY_COLUMNS, ("Hella", "Wino", "ARC-E", "ARC-C", "PIQA", "BoolQ")))
-PERPLEXITY_HEADERS = dict(zip(PERPLEXITY_COLUMNS, ("W2", "C4", "LMB")))
+# Columns, headers and captions from the benchmark table: a benchmark added there gets its column.
+ACCURACY_HEADERS = {b.column: b.header for b in benchmarks_of(ZERO_SHOT)}
+PERPLEXITY_HEADERS = {b.column: b.header for b in benchmarks_of(PERPLEXITY)}
+PERPLEXITY_COLUMNS = tuple(PERPLEXITY_HEADERS)
+ACCURACY_COLUMNS = tuple(ACCURACY_HEADERS)
+
+
+def _named(kind: str, with_headers: bool) -> str:
+    """'WikiText-2 (W2), C4 and LAMBADA (LMB)': the benchmarks of a kind, for a caption."""
+    names = [
+        b.title if not with_headers or b.header == b.title else f"{b.title} ({b.header})" for b in benchmarks_of(kind)
+    ]
+    return ", ".join(names[:-1]) + (" and " if with_headers else ", ") + names[-1] if len(names) > 1 else names[0]
+
+
 DENSE_NOTE = "Dense: the unpruned model (M = 0), for reference; never bold."
 
 
@@ -83,7 +97,7 @@ def table1(summary: pd.DataFrame) -> ReportTable:
         name="table1",
         title="Table 1",
         caption=(
-            "Perplexity (lower is better) on WikiText-2 (W2), C4 and LAMBADA (LMB) under each calibration "
+            f"Perplexity (lower is better) on {_named(PERPLEXITY, with_headers=True)} under each calibration "
             "configuration; M removed layers, no fine-tuning. Lowest Avg per (model, M, calibration) in bold."
         ),
         frame=frame,
@@ -109,7 +123,7 @@ def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> R
         title=title,
         caption=(
             f"Zero-shot accuracy (%, higher is better) of models pruned by {pruning} calibration, "
-            "without fine-tuning: HellaSwag, WinoGrande, ARC-Easy, ARC-Challenge, PIQA, BoolQ "
+            f"without fine-tuning: {_named(ZERO_SHOT, with_headers=False)} "
             "(acc_norm where the task has it, else acc). Highest Avg per (model, M, calibration) in bold."
         ),
         frame=frame,

@@ -17,10 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-
-def normalise_set(removed: Iterable[int]) -> tuple[int, ...]:
-    """Canonical form of a removed set: a sorted tuple of plain ints."""
-    return tuple(sorted(int(i) for i in removed))
+from depthprune.io import parse_layers
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,7 @@ class TracingEvaluator:
 
     def evaluate(self, sets: Sequence[Iterable[int]]) -> list:
         """Evaluate a batch in one call to the wrapped evaluator (which shares work inside it)."""
-        keys = [normalise_set(s) for s in sets]
+        keys = [parse_layers(s) for s in sets]
         if not keys:
             return []
         blocks_before = self._inner_blocks()
@@ -118,14 +115,14 @@ class TracingEvaluator:
         blocks_run: int,
     ) -> None:
         """Re-enter an evaluation that an earlier, interrupted process of this search made."""
-        key = normalise_set(removed)
+        key = parse_layers(removed)
         self._append(key, float(loss), accuracy, float(seconds))
         self._records.setdefault(key, _ReplayedRecord(key, float(loss), accuracy))
         self.blocks_run += int(blocks_run)
 
     def lookup(self, removed: Iterable[int]) -> Any | None:
         """The record of a set this search already evaluated, or None."""
-        return self._records.get(normalise_set(removed))
+        return self._records.get(parse_layers(removed))
 
     def best(self, size: int | None = None) -> Any | None:
         """Lowest-loss record this search has seen (of the given size); ties go to the smaller set."""
@@ -176,7 +173,7 @@ def _sort_loss(loss: float) -> float:
 
 def loss_key(loss: float, removed: Iterable[int]) -> tuple[float, tuple[int, ...]]:
     """Sort key that ranks sets by loss, ties broken by the sorted set: deterministic."""
-    return (_sort_loss(loss), normalise_set(removed))
+    return (_sort_loss(loss), parse_layers(removed))
 
 
 def record_key(record: Any) -> tuple[float, tuple[int, ...]]:
@@ -212,7 +209,7 @@ class SearchProblem:
 
     def prior_top(self) -> tuple[int, ...]:
         """The one-shot set: the M allowed layers with the smallest s_i."""
-        return normalise_set(self.ranking[: self.budget])
+        return parse_layers(self.ranking[: self.budget])
 
     def prior_weights(self) -> np.ndarray:
         """w_i proportional to exp(-z_i), z = standardised s over the allowed layers; 0 if protected."""
@@ -260,9 +257,17 @@ POSITIVE = Range(minimum=1)
 
 
 class SearchAlgorithm:
-    """One subclass per module; ``defaults`` are the paper's hyper-parameters."""
+    """One subclass per module; ``defaults`` are the paper's hyper-parameters.
+
+    The class is the single record of an algorithm: its config name, how figures and tables show it
+    (``display_name``, ``marker``) and whether it is one of the paper's seven (``in_paper``; the
+    others are controls). ``reporting.style`` reads these through ``search.ALGORITHMS``.
+    """
 
     name: ClassVar[str]
+    display_name: ClassVar[str]
+    marker: ClassVar[str]
+    in_paper: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {}
     # Allowed values of string-valued parameters (checked by resolve_params).
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}

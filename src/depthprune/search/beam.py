@@ -7,12 +7,15 @@ greedy.
 
 from __future__ import annotations
 
-from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.io import parse_layers
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, record_key
 from depthprune.search.greedy import extend
 
 
 class Beam(SearchAlgorithm):
     name = "beam"
+    display_name = "Beam"
+    marker = "^"  # matplotlib marker in the figures
     defaults = {"beam_width": 5}
     ranges = {"beam_width": POSITIVE}
 
@@ -32,5 +35,5 @@ class Beam(SearchAlgorithm):
             # Sorted: deterministic, and sets sharing a removed prefix sit next to each other.
             candidates = sorted({c for b in beams for c in extend(b, problem.allowed)})
             records = sorted(problem.evaluator.evaluate(candidates), key=record_key)
-            beams = [normalise_set(r.removed) for r in records[:width]]
+            beams = [parse_layers(r.removed) for r in records[:width]]
         return beams[0]

@@ -40,31 +40,24 @@ import itertools
 import json
 import logging
 import math
-import sqlite3
 import time
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import optuna
-from optuna.samplers import BaseSampler, TPESampler
-from optuna.trial import TrialState
 from tqdm.auto import tqdm
 
-from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, normalise_set
+from depthprune.io import parse_layers
+from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem
 
 log = logging.getLogger(__name__)
 
 STUDY_FILE = "bo_study.sqlite3"
-# Finished trials: every trial evaluates a new set and is COMPLETE (repaired proposals included).
-_DONE = (TrialState.COMPLETE,)
 
 
 class BayesianOptimisation(SearchAlgorithm):
     name = "bo"
+    display_name = "BO"
+    marker = "v"  # matplotlib marker in the figures
     defaults = {
         "n_trials": 200,
         "n_startup_trials": 10,
@@ -94,15 +87,20 @@ class BayesianOptimisation(SearchAlgorithm):
             raise ValueError(
                 f"search algorithm {self.name!r}: prior_key must be in (0.5, 1], got {params['prior_key']}"
             )
+        # Optuna is imported here, not at the top: `depthprune --help` and `render` never load it.
+        from depthprune.search import bo_study
+
         process_start = time.perf_counter()
         allowed = problem.allowed
         names = [f"k{i:03d}" for i in allowed]
-        with _quiet_optuna():
-            study = _open_study(problem, params)
-            _fail_interrupted_trials(study)
-            done = study.get_trials(deepcopy=False, states=_DONE)
+        with bo_study.quiet_optuna():
+            study = bo_study.open_study(
+                Path(problem.workdir) / STUDY_FILE, study_name(problem, params), problem.seed, params
+            )
+            bo_study.fail_interrupted_trials(study)
+            done = study.get_trials(deepcopy=False, states=bo_study.DONE)
             for trial in done:
-                _replay(problem, trial)
+                bo_study.replay(problem, trial)
             # Compute spent by earlier (killed) processes on this study; the downtime is not in it.
             earlier_seconds = float(study.user_attrs.get("compute_seconds", 0.0))
             problem.evaluator.resumed_seconds = earlier_seconds
@@ -114,16 +112,9 @@ class BayesianOptimisation(SearchAlgorithm):
             if done:
                 log.info("%s: resuming study with %d of %d distinct sets done", self.name, distinct, target)
             if target == space and not done:
-                # n_trials covers the whole space: evaluate it (one batch) instead of waiting for
-                # TPE to stumble on the last unseen sets.
-                subsets = [normalise_set(c) for c in itertools.combinations(allowed, problem.budget)]
-                problem.evaluator.evaluate(subsets)
-                problem.diagnostics.update(
-                    {"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"}
-                )
-                return normalise_set(problem.evaluator.best(size=problem.budget).removed)
+                return _evaluate_every_subset(problem)
 
-            waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            waiting = study.get_trials(deepcopy=False, states=bo_study.WAITING)
             if params["prior_guided"] and not done and not waiting:
                 top = set(problem.prior_top())
                 high = float(params["prior_key"])
@@ -174,13 +165,24 @@ class BayesianOptimisation(SearchAlgorithm):
         )
         problem.diagnostics.update({"trials": distinct, "repaired": repaired, "distinct": distinct, "stopped": stopped})
         best = problem.evaluator.best(size=problem.budget)
-        return normalise_set(best.removed)
+        return parse_layers(best.removed)
+
+
+def _evaluate_every_subset(problem: SearchProblem) -> tuple[int, ...]:
+    """n_trials covers the whole space: evaluate it (one batch) instead of waiting for TPE to
+    stumble on the last unseen sets."""
+    subsets = [parse_layers(c) for c in itertools.combinations(problem.allowed, problem.budget)]
+    problem.evaluator.evaluate(subsets)
+    problem.diagnostics.update(
+        {"trials": 0, "repaired": 0, "distinct": len(subsets), "stopped": "every subset evaluated"}
+    )
+    return parse_layers(problem.evaluator.best(size=problem.budget).removed)
 
 
 def decode_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int) -> tuple[int, ...]:
     """Random-key decoding: the layers with the M largest keys; ties go to the lower index."""
     order = np.lexsort((np.asarray(allowed), -np.asarray(keys)))
-    return normalise_set(np.asarray(allowed)[order[:budget]])
+    return parse_layers(np.asarray(allowed)[order[:budget]])
 
 
 def repair_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int, known, seed) -> tuple[int, ...]:
@@ -196,12 +198,12 @@ def repair_keys(keys: np.ndarray, allowed: tuple[int, ...], budget: int, known, 
         (by_layer[out] - by_layer[into], out, into) for out in current for into in allowed if into not in current
     )
     for _, out, into in swaps:
-        candidate = normalise_set((current - {out}) | {into})
+        candidate = parse_layers((current - {out}) | {into})
         if known(candidate) is None:
             return candidate
     rng = np.random.default_rng([int(part) for part in seed])
     while True:
-        candidate = normalise_set(rng.choice(np.asarray(allowed), size=budget, replace=False))
+        candidate = parse_layers(rng.choice(np.asarray(allowed), size=budget, replace=False))
         if known(candidate) is None:
             return candidate
 
@@ -210,49 +212,10 @@ class RandomInitBayesianOptimisation(BayesianOptimisation):
     """The random-initialisation control (paper's limitation 2): no prior set enqueued."""
 
     name = "bo_random"
+    display_name = "BO (random init)"
+    marker = ">"  # matplotlib marker in the figures
+    in_paper = False  # a control: kept out of the statistics behind the paper's claims
     defaults = {**BayesianOptimisation.defaults, "prior_guided": False}
-
-
-class TrialSeededTPESampler(BaseSampler):
-    """TPE whose random state is rebuilt for every trial from (seed, completed trials).
-
-    Optuna keeps a sampler's random state in memory only, so a resumed study would otherwise draw
-    differently from an uninterrupted one. Rebuilding the sampler in ``before_trial`` makes each
-    draw a function of the seed and the study's completed trials, which are in SQLite.
-    """
-
-    def __init__(self, seed: int, **tpe_kwargs: Any):
-        self._seed = int(seed)
-        self._tpe_kwargs = tpe_kwargs
-        self._current = self._make(0)
-
-    def _make(self, n_completed: int) -> TPESampler:
-        trial_seed = int(np.random.SeedSequence([self._seed, n_completed]).generate_state(1)[0])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            # constant_liar off: this study is sequential, and a trial left RUNNING by a kill must
-            # not influence later draws.
-            return TPESampler(seed=trial_seed, constant_liar=False, **self._tpe_kwargs)
-
-    def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        n_completed = len(study.get_trials(deepcopy=False, states=_DONE))
-        self._current = self._make(n_completed)
-        self._current.before_trial(study, trial)
-
-    def infer_relative_search_space(self, study, trial):
-        return self._current.infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study, trial, search_space):
-        return self._current.sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study, trial, param_name, param_distribution):
-        return self._current.sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study, trial, state, values) -> None:
-        self._current.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self._current.reseed_rng()
 
 
 def study_name(problem: SearchProblem, params: dict) -> str:
@@ -276,65 +239,3 @@ def study_name(problem: SearchProblem, params: dict) -> str:
     }
     digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return f"bo-M{problem.budget}-seed{problem.seed}-{digest}"
-
-
-def _open_study(problem: SearchProblem, params: dict) -> optuna.Study:
-    workdir = Path(problem.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    sampler = TrialSeededTPESampler(
-        problem.seed,
-        n_startup_trials=params["n_startup_trials"],
-        n_ei_candidates=params["n_ei_candidates"],
-        multivariate=params["multivariate"],
-    )
-    path = (workdir / STUDY_FILE).resolve()
-    storage = optuna.storages.RDBStorage(f"sqlite:///{path}", engine_kwargs={"creator": lambda: _connect_sqlite(path)})
-    return optuna.create_study(
-        study_name=study_name(problem, params),
-        storage=storage,
-        sampler=sampler,
-        direction="minimize",
-        load_if_exists=True,
-    )
-
-
-def _connect_sqlite(path: Path) -> sqlite3.Connection:
-    """SQLite in WAL mode with synchronous=NORMAL: a killed process never corrupts the study or
-    loses a committed trial, but a commit no longer waits for an fsync (Optuna commits ~20 times
-    per trial; with fsync that costs more than a trial on a small model)."""
-    connection = sqlite3.connect(str(path), timeout=60)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
-    return connection
-
-
-def _fail_interrupted_trials(study: optuna.Study) -> None:
-    """A RUNNING trial in a study nobody else uses was cut short by a kill: mark it failed."""
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        log.info("bo: trial %d was interrupted; it is marked failed and redrawn", trial.number)
-        study.tell(trial.number, state=TrialState.FAIL)
-        fixed = trial.system_attrs.get("fixed_params")
-        if fixed is not None:  # the enqueued prior trial: enqueue it again
-            study.enqueue_trial(fixed)
-
-
-def _replay(problem: SearchProblem, trial: optuna.trial.FrozenTrial) -> None:
-    evaluation = trial.user_attrs["evaluation"]
-    problem.evaluator.replay(
-        removed=evaluation["removed"],
-        loss=trial.value,
-        accuracy=evaluation["accuracy"],
-        seconds=evaluation.get("seconds", 0.0),
-        blocks_run=evaluation.get("blocks_run", 0),
-    )
-
-
-@contextmanager
-def _quiet_optuna() -> Iterator[None]:
-    """Optuna logs one INFO line per trial; keep our own log readable."""
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        yield
-    finally:
-        optuna.logging.set_verbosity(verbosity)

@@ -31,13 +31,16 @@ import time
 
 import numpy as np
 
-from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.io import parse_layers
+from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, record_key
 
 log = logging.getLogger(__name__)
 
 
 class ConstrainedBinaryOptimisation(SearchAlgorithm):
     name = "cbo"
+    display_name = "CBO"
+    marker = "P"  # matplotlib marker in the figures
     defaults = {
         "coefficients": "gradient",
         "exact_limit": 5_000_000,
@@ -87,12 +90,12 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
                 steps=params["sa_steps"],
                 final_ratio=params["sa_final_temperature_ratio"],
             )
-        candidates = [normalise_set(allowed[list(c)]) for _, c in lowest]
+        candidates = [parse_layers(allowed[list(c)]) for _, c in lowest]
         records = problem.evaluator.evaluate(candidates)
         problem.diagnostics.update(
             energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records, params["diagnostic_sets"])
         )
-        return normalise_set(min(records, key=record_key).removed)
+        return parse_layers(min(records, key=record_key).removed)
 
 
 def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records, n_random: int) -> dict:
@@ -115,7 +118,7 @@ def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records
         )
         inner = getattr(problem.evaluator, "inner", problem.evaluator)  # outside the search's trace
         started = time.perf_counter()
-        random_records = inner.evaluate([normalise_set(allowed[c]) for c in combos])
+        random_records = inner.evaluate([parse_layers(allowed[c]) for c in combos])
         # Not the search's cost: run_search takes it out of search_seconds (Table 4).
         out["diagnostic_seconds"] = time.perf_counter() - started
         out["energy_loss_spearman_random"] = rho(energies(linear, quadratic, combos), [r.loss for r in random_records])
@@ -146,7 +149,7 @@ def ablation_energy(problem: SearchProblem, allowed: np.ndarray) -> tuple[np.nda
     layers = [int(i) for i in allowed]
     pairs = list(itertools.combinations(layers, 2))
     records = problem.evaluator.evaluate([()] + [(i,) for i in layers] + pairs)
-    loss = {normalise_set(r.removed): r.loss for r in records}
+    loss = {parse_layers(r.removed): r.loss for r in records}
     dense = loss[()]
     linear = np.array([loss[(i,)] - dense for i in layers])
     position = {layer: p for p, layer in enumerate(layers)}
@@ -239,7 +242,7 @@ def anneal_lowest(
     t_start = float(np.std(probe)) or 1.0
     temperatures = t_start * final_ratio ** (np.arange(steps) / max(steps - 1, 1))
 
-    found: set[tuple[int, ...]] = {tuple(sorted(int(v) for v in row)) for row in removed}
+    found: set[tuple[int, ...]] = {parse_layers(row) for row in removed}
     for temperature in temperatures:
         a = rng.integers(budget, size=restarts)
         b = rng.integers(n - budget, size=restarts)
@@ -249,7 +252,7 @@ def anneal_lowest(
         for r in np.flatnonzero(accept):
             fields[r] += q[j[r]] - q[i[r]]
             removed[r, a[r]], kept[r, b[r]] = j[r], i[r]
-            found.add(tuple(sorted(int(v) for v in removed[r])))
+            found.add(parse_layers(removed[r]))
     # The k lowest distinct sets sit close to the minimum: add every one-swap neighbour of the
     # best states found, so the rerank list does not depend on what the cold chains happened to visit.
     sets = sorted(found)

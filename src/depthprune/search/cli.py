@@ -1,10 +1,12 @@
-"""``depthprune search``: one algorithm, one budget → selection.json and trace.csv."""
+"""``depthprune search``: one algorithm, one budget → selection.json and trace.csv.
+
+Parses and calls: the search is ``search/runner.py:run_search``, the prior checks ``prior.py``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -18,10 +20,10 @@ from depthprune.cli_common import (
     check_calibration_inputs,
     load_model_from_args,
 )
-from depthprune.io import format_layers, parse_layers, read_json
+from depthprune.io import format_layers, parse_layers
+from depthprune.prior import check_prior, load_prior
 from depthprune.search import ALGORITHMS, get_algorithm
 from depthprune.search.base import validate_budget
-from depthprune.search.runner import run_search, write_outputs
 
 log = logging.getLogger(__name__)
 
@@ -85,17 +87,6 @@ def parse_scalar(text: str) -> Any:
     return value
 
 
-def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
-    prior = read_json(path)
-    if "scores" not in prior:
-        raise ValueError(f'{path}: no "scores" field (expected the output of `depthprune prior`)')
-    if prior.get("calibration") not in (None, calibration):
-        raise ValueError(
-            f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}"
-        )
-    return prior
-
-
 def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
     """What the prior's ``evaluator`` record must say for this search, known without loading the model."""
     from depthprune.calibration.specs import CALIBRATIONS
@@ -116,26 +107,9 @@ def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any]) -> None:
-    """Refuse a prior computed under other settings than the search's own, naming the field."""
-    recorded = prior.get("evaluator") or {}
-    for field, want in expected.items():
-        if field not in recorded:
-            raise ValueError(
-                f"{path}: the prior does not record {field!r} (written by an older depthprune); "
-                "recompute it with `depthprune prior`"
-            )
-        have = recorded[field]
-        if field == "protected":
-            have = sorted(int(i) for i in have)
-        if have != want:
-            raise ValueError(
-                f"{path}: prior computed with {field}={have!r}, this search uses {field}={want!r}; "
-                "recompute the prior with the search's settings"
-            )
-
-
 def run(args: argparse.Namespace) -> int:
+    from depthprune.search.runner import run_search, write_outputs  # pandas: only when a search runs
+
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
     prior = load_prior(args.prior, calibration_label(args))

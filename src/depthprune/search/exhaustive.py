@@ -16,13 +16,17 @@ import math
 
 from tqdm.auto import tqdm
 
-from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.io import parse_layers
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, record_key
 
 log = logging.getLogger(__name__)
 
 
 class Exhaustive(SearchAlgorithm):
     name = "exhaustive"
+    display_name = "Exhaustive"
+    marker = "p"  # matplotlib marker in the figures
+    in_paper = False  # a control: kept out of the statistics behind the paper's claims
     defaults = {"max_sets": 10_000, "batch_size": 256}
     ranges = {"max_sets": POSITIVE, "batch_size": POSITIVE}
 
@@ -51,7 +55,7 @@ class Exhaustive(SearchAlgorithm):
                         best = record
                 progress.update(len(batch))
         problem.diagnostics["subsets"] = n_sets
-        return normalise_set(best.removed)
+        return parse_layers(best.removed)
 
 
 def count_subsets(problem: SearchProblem) -> int:

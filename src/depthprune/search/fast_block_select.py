@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import logging
 
-from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, loss_key, normalise_set, record_key
+from depthprune.io import parse_layers
+from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, loss_key, record_key
 
 log = logging.getLogger(__name__)
 
 
 class FastBlockSelect(SearchAlgorithm):
     name = "fast_block_select"
+    display_name = "Fast-block-select"
+    marker = "X"  # matplotlib marker in the figures
     defaults = {"max_iters": 10, "top_k": 8, "max_block_len": 3}
     ranges = {"max_iters": POSITIVE, "top_k": POSITIVE, "max_block_len": POSITIVE}
 
@@ -46,14 +49,14 @@ class FastBlockSelect(SearchAlgorithm):
         candidates = contiguous_blocks(problem.allowed, max_len)
         records = ev.evaluate([()] + candidates + [problem.prior_top()])
         dense, block_records, current = records[0], records[1:-1], records[-1]
-        block_loss = {normalise_set(r.removed): r.loss for r in block_records}
+        block_loss = {parse_layers(r.removed): r.loss for r in block_records}
         best = current
         for iteration in range(params["max_iters"]):
             moved = None
             for block in weakest_first(current.removed, max_len, block_loss, dense.loss):
                 rest = set(current.removed) - set(block)
                 swaps = [
-                    normalise_set(rest | set(c))
+                    parse_layers(rest | set(c))
                     for c in sorted(candidates, key=lambda c: loss_key(block_loss[c], c))
                     if len(c) == len(block) and c != block and rest.isdisjoint(c)
                 ][: params["top_k"]]
@@ -76,7 +79,7 @@ class FastBlockSelect(SearchAlgorithm):
             )
             if record_key(current) < record_key(best):
                 best = current
-        return normalise_set(best.removed)
+        return parse_layers(best.removed)
 
 
 def contiguous_blocks(layers, max_len: int) -> list[tuple[int, ...]]:
@@ -101,6 +104,6 @@ def weakest_first(removed, max_len: int, block_loss: dict, dense_loss: float) ->
     cost = {b: (block_loss[b] - dense_loss) / len(b) for b in contiguous_blocks(removed, max_len)}
     singles = sorted((b for b in cost if len(b) == 1), key=lambda b: loss_key(-cost[b], b))
     for k in range(2, min(max_len, len(singles)) + 1):
-        group = normalise_set(i for b in singles[:k] for i in b)
+        group = parse_layers(i for b in singles[:k] for i in b)
         cost.setdefault(group, sum(cost[(i,)] for i in group) / k)
     return sorted(cost, key=lambda b: loss_key(-cost[b], b))

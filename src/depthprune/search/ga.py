@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, loss_key, normalise_set
+from depthprune.io import parse_layers
+from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, loss_key
 
 # How often to redraw an initial individual that duplicates one already in the population.
 _MAX_REDRAWS = 50
@@ -30,6 +31,8 @@ _MAX_REDRAWS = 50
 
 class GeneticAlgorithm(SearchAlgorithm):
     name = "ga"
+    display_name = "GA"
+    marker = "D"  # matplotlib marker in the figures
     defaults = {
         "population": 16,
         "elitism": 0.2,
@@ -79,7 +82,7 @@ class GeneticAlgorithm(SearchAlgorithm):
             child_losses = [r.loss for r in problem.evaluator.evaluate(children)]
             population = elite + children
             losses = [loss for loss, _ in ranked[:n_elite]] + child_losses
-        return normalise_set(problem.evaluator.best(size=problem.budget).removed)
+        return parse_layers(problem.evaluator.best(size=problem.budget).removed)
 
 
 class _Operators:
@@ -100,7 +103,7 @@ class _Operators:
         """k distinct layers from ``pool``, drawn by prior weight."""
         pool = np.asarray(sorted(pool))
         p = self.weights[pool] / self.weights[pool].sum()
-        return normalise_set(self.rng.choice(pool, size=k, replace=False, p=p))
+        return parse_layers(self.rng.choice(pool, size=k, replace=False, p=p))
 
     def initial_population(self, size: int) -> list[tuple[int, ...]]:
         population = [self.problem.prior_top()] if self.prior_guided else []
@@ -127,11 +130,14 @@ class _Operators:
             if self.rng.random() < rate:
                 kept = [i for i in self.problem.allowed if i not in removed]
                 removed[position] = self.draw(kept, 1)[0]
-        return normalise_set(removed)
+        return parse_layers(removed)
 
 
 class RandomInitGeneticAlgorithm(GeneticAlgorithm):
     """The random-initialisation control (paper's limitation 2): no prior anywhere."""
 
     name = "ga_random"
+    display_name = "GA (random init)"
+    marker = "<"  # matplotlib marker in the figures
+    in_paper = False  # a control: kept out of the statistics behind the paper's claims
     defaults = {**GeneticAlgorithm.defaults, "prior_guided": False}

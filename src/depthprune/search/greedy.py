@@ -6,16 +6,19 @@ shares the prefix S between them), and keeps the best. Cost: Σ_{t<M} (N' − t)
 
 from __future__ import annotations
 
-from depthprune.search.base import SearchAlgorithm, SearchProblem, normalise_set, record_key
+from depthprune.io import parse_layers
+from depthprune.search.base import SearchAlgorithm, SearchProblem, record_key
 
 
 def extend(removed: tuple[int, ...], allowed: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Every set one allowed layer larger than ``removed``."""
-    return [normalise_set(removed + (i,)) for i in allowed if i not in removed]
+    return [parse_layers(removed + (i,)) for i in allowed if i not in removed]
 
 
 class Greedy(SearchAlgorithm):
     name = "greedy"
+    display_name = "Greedy"
+    marker = "s"  # matplotlib marker in the figures
     defaults: dict = {}
 
     def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
@@ -28,5 +31,5 @@ class Greedy(SearchAlgorithm):
         current: tuple[int, ...] = ()
         for _ in range(problem.budget):
             records = problem.evaluator.evaluate(extend(current, problem.allowed))
-            current = normalise_set(min(records, key=record_key).removed)
+            current = parse_layers(min(records, key=record_key).removed)
         return current

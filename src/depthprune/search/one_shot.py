@@ -10,6 +10,8 @@ from depthprune.search.base import SearchAlgorithm, SearchProblem
 
 class OneShot(SearchAlgorithm):
     name = "one_shot"
+    display_name = "One-shot"
+    marker = "o"  # matplotlib marker in the figures
     defaults: dict = {}
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:

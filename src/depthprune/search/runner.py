@@ -16,14 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions
+from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions, parse_layers
 from depthprune.progress import Progress
 from depthprune.search import get_algorithm
 from depthprune.search.base import (
     SearchProblem,
     TraceEntry,
     TracingEvaluator,
-    normalise_set,
     validate_budget,
     validate_prior,
 )
@@ -104,7 +103,7 @@ def run_search(
     )
     start = time.perf_counter()
     try:
-        removed = normalise_set(search.run(problem, hyperparameters))
+        removed = parse_layers(search.run(problem, hyperparameters))
     finally:
         if hasattr(evaluator, "progress"):
             evaluator.progress = previous_progress

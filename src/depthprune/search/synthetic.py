@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from depthprune.evaluator import EvalRecord
-from depthprune.search.base import normalise_set
+from depthprune.io import parse_layers
 
 
 @dataclass
@@ -57,13 +57,13 @@ class SyntheticEvaluator:
         return len(self.unary)
 
     def true_loss(self, removed: Iterable[int]) -> float:
-        idx = list(normalise_set(removed))
+        idx = list(parse_layers(removed))
         return float(self.base + self.unary[idx].sum() + 0.5 * self.pairwise[np.ix_(idx, idx)].sum())
 
     def evaluate(self, sets: Sequence[Iterable[int]]) -> list[EvalRecord]:
         records = []
         for s in sets:
-            key = normalise_set(s)
+            key = parse_layers(s)
             bad = [i for i in key if i < 0 or i >= self.n_layers or i in self.protected]
             if bad or len(set(key)) != len(key):
                 raise ValueError(f"removed set {key}: layers {bad} are protected or outside [0, {self.n_layers})")

@@ -1,10 +1,10 @@
-"""``python -m depthprune bench stages``: where a pipeline run spent its time, from ``benchmarks/``.
+"""``python -m depthprune timing stages``: where a pipeline run spent its time, from ``benchmarks/``.
 
 Every model-touching rule writes a Snakemake benchmark TSV (``benchmarks/<stage>/<model>/...tsv``:
 wall seconds ``s``, peak memory ``max_rss`` in MB, ``cpu_time``). This sums them per stage and
 prints one line per stage (jobs, total and longest wall seconds, peak memory, share of the total)
 and last ``stages: total_job_seconds=T dominant=<stage>``. With ``--cores`` equal to a job's
-threads (the default profile), jobs run one at a time, so the total is the run's wall time less
+threads (the default preset), jobs run one at a time, so the total is the run's wall time less
 Snakemake's own overhead and the seconds-long aggregate/render rules.
 """
 
@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depthprune.paths import BENCHMARKS_DIR
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--benchmarks-dir", default="benchmarks", help="the run's benchmarks folder (default %(default)s)"
+        "--benchmarks-dir", default=BENCHMARKS_DIR, help="the run's benchmarks folder (default %(default)s)"
     )
     parser.add_argument("--out", help="also write the per-stage table here (CSV)")
 

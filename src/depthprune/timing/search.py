@@ -1,4 +1,4 @@
-"""``python -m depthprune bench search``: every search of the study (the paper's seven and the
+"""``python -m depthprune timing search``: every search of the study (the paper's seven and the
 random-initialisation controls), two budgets, one shared evaluator.
 
 Prints, per (budget, algorithm), the distinct evaluations, memo hits, blocks run, seconds, removed
@@ -24,12 +24,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from depthprune.cli_common import add_calibration_args, add_evaluator_args, add_model_args, build_evaluator
+from depthprune.cli_common import build_evaluator, shared_namespace
 from depthprune.io import format_layers
 from depthprune.prior import compute_prior
 from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
 from depthprune.search.cli import parse_params
-from depthprune.search.runner import run_search
 
 log = logging.getLogger(__name__)
 
@@ -77,31 +76,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def evaluator_arguments(args: argparse.Namespace) -> argparse.Namespace:
     """The shared model/calibration/evaluator arguments, with cli_common's defaults for the rest."""
-    parser = argparse.ArgumentParser()
-    add_model_args(parser)
-    add_calibration_args(parser)
-    add_evaluator_args(parser)
-    argv = [
-        "--model",
-        args.model,
-        "--calibration",
-        args.calibration,
-        "--n-samples",
-        str(args.n_samples),
-        "--seq-len",
-        str(args.seq_len),
-        "--seed",
-        str(args.seed),
-        "--device",
-        args.device,
-        "--dtype",
-        args.dtype,
-    ]
-    if args.data_dir:
-        argv += ["--data-dir", args.data_dir]
-    if args.model_cache_dir:
-        argv += ["--model-cache-dir", args.model_cache_dir]
-    return parser.parse_args(argv)
+    return shared_namespace(
+        model=args.model,
+        calibration=args.calibration,
+        n_samples=args.n_samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        device=args.device,
+        dtype=args.dtype,
+        data_dir=args.data_dir or None,
+        model_cache_dir=args.model_cache_dir or None,
+    )
 
 
 def algorithm_params(items: list[str]) -> dict[str, dict]:
@@ -118,6 +103,8 @@ def algorithm_params(items: list[str]) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from depthprune.search.runner import run_search  # pandas: imported when the timing runs
+
     params = algorithm_params(args.param)
     budgets = args.budgets or (sorted(set(args.exhaustive)) if args.exhaustive else [7, 9])
     started = time.perf_counter()
@@ -136,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(header)
     results = {}
-    with tempfile.TemporaryDirectory(prefix="bench-search-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="timing-search-") as scratch:
         workdir = Path(args.workdir or scratch)
 
         def search(name: str, budget: int):

@@ -1,9 +1,9 @@
-"""``python -m depthprune bench evaluate``: the cost and figures of evaluating one model.
+"""``python -m depthprune timing evaluate``: the cost and figures of evaluating one model.
 
 Evaluates the dense embedded SmolLM2-135M (or ``--removed`` blocks of it) with the default
-profile's evaluation settings (config.yaml ``evaluation:``: 2048-token perplexity windows, 8192
+preset's evaluation settings (config.yaml ``evaluation:``: 2048-token perplexity windows, 8192
 tokens per perplexity benchmark, the first 100 documents of each lm-eval task incl. LAMBADA, batch
-8, the model in the profile's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
+8, the model in the preset's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
 (loading + pruning + all nine benchmarks; the evaluation cache is not used).
 
 ``--compare`` evaluates the dense model and three pruned sets (``--compare-sets``) in float32
@@ -19,27 +19,19 @@ from __future__ import annotations
 import argparse
 import time
 
+from depthprune.cli_common import add_model_args
 from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
 
-# The default profile's evaluation settings (config.yaml); flags override them.
-PROFILE_DEFAULTS = {"limit": 100, "ppl_seq_len": 2048, "ppl_max_tokens": 8192, "batch_size": 8}
+# The default preset's evaluation settings (config.yaml); flags override them.
+PRESET_DEFAULTS = {"limit": 100, "ppl_seq_len": 2048, "ppl_max_tokens": 8192, "batch_size": 8}
 COMPARE_SETS = ("6 8 10 12 14 16 18", "3 5 7 9 11 13 15 17 19", "20 21 22 23 24 25 26")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("model")
-    group.add_argument("--model", default="embedded:smollm2-135m", help="model spec (default %(default)s)")
-    group.add_argument("--name", help="alias written into --out-metrics (default: from --model)")
-    group.add_argument(
-        "--dtype",
-        default="auto",
-        choices=["auto", "float32", "bfloat16", "float16"],
-        help="default %(default)s, as config.yaml (bfloat16 on CUDA or a CPU with native bfloat16, else float32)",
-    )
-    group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    group.add_argument("--model-cache-dir", default="resources/models", help="where converted checkpoints are kept")
+    add_model_args(parser, default_model="embedded:smollm2-135m")
+    group = parser.add_argument_group("removed blocks")
     group.add_argument("--removed", default="", help='blocks to remove, e.g. "6 8 10 12 14 16 18" (default: dense)')
-    add_evaluation_args(parser, **PROFILE_DEFAULTS)
+    add_evaluation_args(parser, **PRESET_DEFAULTS)
     parser.add_argument("--out-metrics", help="also write the tidy metrics CSV here")
     parser.add_argument("--compare", action="store_true", help="HFLM path vs the scoring engine (see above)")
     parser.add_argument(

@@ -1,3 +1,4 @@
+# `depthprune prepare-model` -> depthprune/models/cli.py (science: models/loading.py).
 # Stage 0: make every model loadable once (convert the embedded GGUF to safetensors, build tiny
 # models, download hub checkpoints), so the many model jobs after it only load. What it prints
 # (spec, folder, family, number of blocks) is the JSON record Snakemake tracks.

@@ -1,11 +1,11 @@
-"""`depthprune bench stages`: per-stage sums of Snakemake benchmark files."""
+"""`depthprune timing stages`: per-stage sums of Snakemake benchmark files."""
 
 import subprocess
 import sys
 
 import pytest
 
-from depthprune.bench.stages import stage_times
+from depthprune.timing.stages import stage_times
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

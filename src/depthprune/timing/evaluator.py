@@ -34,35 +34,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared"):
-    from depthprune.cli_common import add_calibration_args, add_evaluator_args, add_model_args, build_evaluator
+    from depthprune.cli_common import build_evaluator, shared_namespace
     from depthprune.prior import compute_prior
     from depthprune.search.runner import run_search
 
     # The evaluator is built exactly as `depthprune prior/search` build it, from their own options.
-    parser = argparse.ArgumentParser()
-    add_model_args(parser)
-    add_calibration_args(parser)
-    add_evaluator_args(parser)
-    argv = [
-        "--model",
-        args.model,
-        "--dtype",
-        "float32",
-        "--device",
-        "cpu",
-        "--calibration",
-        args.calibration,
-        "--n-samples",
-        str(args.n_samples),
-        "--seq-len",
-        str(args.seq_len),
-        "--seed",
-        str(args.seed),
-    ]
-    argv += ["--data-dir", args.data_dir] if args.data_dir else []
-    argv += ["--no-cache"] if no_cache else []
-    argv += ["--tlm-context", tlm_context]
-    namespace = parser.parse_args(argv)
+    namespace = shared_namespace(
+        model=args.model,
+        dtype="float32",
+        device="cpu",
+        calibration=args.calibration,
+        n_samples=args.n_samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        data_dir=args.data_dir or None,
+        no_cache=no_cache,
+        tlm_context=tlm_context,
+    )
     started = time.perf_counter()
     evaluator = build_evaluator(namespace, loaded=loaded)
     prior = compute_prior(evaluator)

@@ -1,3 +1,4 @@
+# `depthprune render`, `depthprune calibration-size` -> depthprune/reporting/cli.py (science: reporting/render.py, calibration_size.py).
 # Stage 5: Figures 1-3, Tables 1-6 and the observations from results/aggregate alone (no model is loaded; seconds).
 # `snakemake figures --forcerun render` redraws them all after a change to the plotting code.
 
@@ -18,14 +19,7 @@ rule render:
     params:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
         out_dir=lambda wildcards, output: os.path.dirname(output.figure1_png),
-        analysis=lambda wildcards: join_args(
-            [
-                ("--bootstrap-resamples", config["analysis"]["bootstrap_resamples"]),
-                ("--bootstrap-seed", config["analysis"]["bootstrap_seed"]),
-                ("--comparable-band", config["analysis"]["comparable_band"]),
-                ("--strong-rho", config["analysis"]["strong_rho"]),
-            ]
-        ),
+        analysis=analysis_args,
     shell:
         "depthprune --log-file {log:q} render"
         " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q} {params.analysis}"

@@ -1,1 +1,0 @@
-"""Benchmarks: ``python -m depthprune bench {evaluator,search,evaluate}``."""

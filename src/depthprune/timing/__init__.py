@@ -1,0 +1,1 @@
+"""Timing scripts (not evaluation benchmarks): ``python -m depthprune timing {evaluator,search,evaluate,stages}``."""
