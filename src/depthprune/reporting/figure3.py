@@ -13,17 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.lines import Line2D
 from scipy.stats import rankdata
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.plotting import empty_figure, marker_legend, scatter_runs
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     NOTE_COLOUR,
     TEXT_WIDTH_IN,
-    algorithm_marker,
-    algorithm_name,
-    calibration_colour,
     calibration_name,
     figure_style,
     new_figure,
@@ -33,7 +30,7 @@ from depthprune.reporting.style import (
     save_figure,
 )
 
-PANEL_IN = 1.55
+PANEL_IN = 1.8  # wide enough for the three-line title (ρ, p, n) of a panel at 7 pt
 
 
 def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, stem: str = "figure3") -> list[Path]:
@@ -43,9 +40,7 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
     algorithms = [a for a in ordered_algorithms(pruned["algorithm"].unique()) if a in set(pruned["algorithm"])]
     with figure_style():
         if not cells:
-            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
-            note_panel(fig.add_subplot(), "no search results")
-            return save_figure(fig, out_dir, stem)
+            return empty_figure(out_dir, stem)
         width = min(TEXT_WIDTH_IN, max(COLUMN_WIDTH_IN, PANEL_IN * len(cells)))
         fig = new_figure(width, (PANEL_IN + 0.15) * len(calibrations) + 0.6)
         axes = fig.subplots(len(calibrations), len(cells), squeeze=False)
@@ -61,28 +56,17 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
                     & (spearman["budget"] == budget)
                     & (spearman["calibration"] == calibration)
                 ]
-                _draw_panel(ax, group, stat, calibration, calibrations)
+                _draw_panel(ax, group, stat, calibrations, algorithms)
                 if r == len(calibrations) - 1:
                     ax.set_xlabel("perplexity rank")
                 if c == 0:
                     ax.set_ylabel("accuracy rank")
         fig.text(0.0, 0.0, "ranks: 1 = lowest value", fontsize=5, color=NOTE_COLOUR, ha="left", va="bottom")
-        handles = [
-            Line2D([], [], linestyle="", marker=algorithm_marker(a), color="#555555", label=algorithm_name(a))
-            for a in algorithms
-        ]
-        fig.legend(
-            handles=handles,
-            loc="outside lower center",
-            ncols=min(4, len(handles)),
-            frameon=False,
-            handletextpad=0.2,
-            columnspacing=0.8,
-        )
+        marker_legend(fig, algorithms)
         return save_figure(fig, out_dir, stem)
 
 
-def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibration: str, calibrations: list[str]) -> None:
+def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibrations: list[str], algorithms: list[str]) -> None:
     valid = group.dropna(subset=["avg_perplexity", "avg_accuracy"])
     if group.empty:
         note_panel(ax, "not run")
@@ -91,13 +75,10 @@ def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibration: str, c
         reason = stat["note"].iloc[0] if not stat.empty and stat["note"].iloc[0] else f"n = {len(valid)}"
         note_panel(ax, f"ρ undefined\n({reason})")
         return
-    x = rankdata(valid["avg_perplexity"])
-    y = rankdata(valid["avg_accuracy"])
-    colour = calibration_colour(calibration, calibrations)
-    for xi, yi, algorithm in zip(x, y, valid["algorithm"]):
-        ax.scatter(
-            xi, yi, marker=algorithm_marker(algorithm), color=colour, s=22, edgecolors="white", linewidths=0.4, zorder=3
-        )
+    ranks = valid.assign(
+        perplexity_rank=rankdata(valid["avg_perplexity"]), accuracy_rank=rankdata(valid["avg_accuracy"])
+    )
+    scatter_runs(ax, ranks, "perplexity_rank", "accuracy_rank", calibrations, algorithms)
     n = len(valid)
     ax.set_xlim(0.4, n + 0.6)
     ax.set_ylim(0.4, n + 0.6)
