@@ -164,3 +164,30 @@ def test_figure3_ranks_and_rho_titles(drawn):
     assert "ρ = −1.00 (p < 0.01, n = 3)\n95% CI [−1.00, −0.50]" in axes[0].get_title(loc="left")
     assert "ρ = +0.50 (p = 0.67, n = 3)" in axes[1].get_title(loc="left")
     assert [t.get_text() for t in drawn["figure3"].legends[0].get_texts()] == ["One-shot", "Greedy", "Beam"]
+
+
+def test_figure3_wraps_many_cells_and_no_title_overlaps_or_leaves_the_figure(monkeypatch):
+    """Five (model, M) cells, as the paper's preset has six: rows of at most three panels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    frames = synthetic_aggregate()
+    cells = [("alpha", 2), ("alpha", 3), ("beta", 2), ("beta", 3), ("gamma", 2)]
+    summary = pd.concat([frames["summary"].query("algorithm != 'dense'").assign(model=m, budget=b) for m, b in cells])
+    spearman = pd.concat([frames["spearman"].assign(model=m, budget=b) for m, b in cells])
+    kept = {}
+    monkeypatch.setattr(figure3_module, "save_figure", lambda fig, out_dir, stem: kept.setdefault("fig", fig) and [])
+    figure3_module.figure3(summary, spearman, "unused")
+    fig = kept["fig"]
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert len(panels) == 2 * len(cells) and len(fig.axes) == 2 * 2 * 3  # two rows of three per calibration
+    titles = [t for t in fig.findobj(Text) if "(M=" in t.get_text()]
+    assert len(titles) == 2 * len(cells)
+    boxes = [t.get_window_extent(renderer) for t in titles]
+    figure_box = fig.bbox
+    for i, box in enumerate(boxes):
+        assert figure_box.x0 <= box.x0 and box.x1 <= figure_box.x1 + 0.5, titles[i].get_text()
+        for other in boxes[i + 1 :]:
+            assert not box.overlaps(other), titles[i].get_text()

@@ -1,7 +1,8 @@
 """Figure 3: rank agreement of average perplexity and average accuracy across the algorithms.
 
-One row of panels per calibration (the paper's blocks (a) TLM and (b) perplexity pruning, and any
-further calibration), one column per (model, M). A panel plots each algorithm's perplexity rank
+One block of panels per calibration (the paper's blocks (a) TLM and (b) perplexity pruning, and any
+further calibration), one panel per (model, M), at most three to a row (the text width; more wrap
+onto the block's next row, so titles never overlap). A panel plots each algorithm's perplexity rank
 against its accuracy rank (1 = lowest value, ties averaged, as Spearman's ρ does) and reports
 ρ = spearmanr(avg perplexity, avg accuracy) with its p-value, n and (when per-document results
 exist) its 95 % paired document-bootstrap interval. A negative ρ means the algorithms with lower
@@ -30,7 +31,8 @@ from depthprune.reporting.style import (
     save_figure,
 )
 
-PANEL_IN = 1.8  # wide enough for the three-line title (ρ, p, n) of a panel at 7 pt
+PANEL_IN = 1.8  # wide enough for a panel's title line "ρ = −1.00 (p < 0.01, n = 7)" at 7 pt
+MAX_COLUMNS = int(TEXT_WIDTH_IN // PANEL_IN)  # more (model, M) cells wrap onto further rows
 
 
 def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, stem: str = "figure3") -> list[Path]:
@@ -41,12 +43,17 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
     with figure_style():
         if not cells:
             return empty_figure(out_dir, stem)
-        width = min(TEXT_WIDTH_IN, max(COLUMN_WIDTH_IN, PANEL_IN * len(cells)))
-        fig = new_figure(width, (PANEL_IN + 0.15) * len(calibrations) + 0.6)
-        axes = fig.subplots(len(calibrations), len(cells), squeeze=False)
+        columns = min(len(cells), MAX_COLUMNS)
+        rows_per_calibration = -(-len(cells) // columns)
+        n_rows = rows_per_calibration * len(calibrations)
+        fig = new_figure(max(COLUMN_WIDTH_IN, PANEL_IN * columns), (PANEL_IN + 0.15) * n_rows + 0.6)
+        axes = fig.subplots(n_rows, columns, squeeze=False)
         for r, calibration in enumerate(calibrations):
-            for c, (model, budget) in enumerate(cells):
-                ax = axes[r][c]
+            for i in range(len(cells), rows_per_calibration * columns):  # the block's last row, past its cells
+                axes[r * rows_per_calibration + i // columns][i % columns].set_axis_off()
+            for i, (model, budget) in enumerate(cells):
+                row, c = r * rows_per_calibration + i // columns, i % columns
+                ax = axes[row][c]
                 ax.set_title(f"{calibration_name(calibration)}\n{model} (M={budget})", loc="left")
                 group = pruned[
                     (pruned["model"] == model) & (pruned["budget"] == budget) & (pruned["calibration"] == calibration)
@@ -57,7 +64,7 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
                     & (spearman["calibration"] == calibration)
                 ]
                 _draw_panel(ax, group, stat, calibrations, algorithms)
-                if r == len(calibrations) - 1:
+                if r == len(calibrations) - 1 and i + columns >= len(cells):  # no panel below
                     ax.set_xlabel("perplexity rank")
                 if c == 0:
                     ax.set_ylabel("accuracy rank")
