@@ -104,7 +104,12 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
 
 
 def _error_bars(ax, row, colour) -> None:
-    """95 % bootstrap intervals (when the aggregate has per-document results) as thin error bars."""
+    """95 % bootstrap intervals (when the aggregate has per-document results) as thin error bars.
+
+    matplotlib's errorbar, not seaborn's: seaborn's axes-level functions compute their own intervals
+    from raw observations, while these are paired document-bootstrap intervals computed beforehand
+    (reporting/bootstrap.py, docs/method.md §7).
+    """
     acc = (getattr(row, "avg_acc_ci_low", float("nan")), getattr(row, "avg_acc_ci_high", float("nan")))
     ppl = (getattr(row, "avg_ppl_ci_low", float("nan")), getattr(row, "avg_ppl_ci_high", float("nan")))
     yerr = xerr = None
