@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.colors import LinearSegmentedColormap
 
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.plotting import empty_figure
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     EMPTY_CELL,
@@ -58,9 +60,7 @@ def figure1(selections: pd.DataFrame, out_dir: str | Path, stem: str = "figure1"
     rows = [(cal, m) for cal in calibrations for m in budgets]
     with figure_style():
         if not rows:
-            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
-            note_panel(fig.add_subplot(), "no search results")
-            return save_figure(fig, out_dir, stem)
+            return empty_figure(out_dir, stem)
         width = COLUMN_WIDTH_IN if len(models) == 1 else TEXT_WIDTH_IN
         height = len(rows) * (len(algorithms) * ROW_HEIGHT_IN + PANEL_EXTRA_IN) + 0.2
         fig = new_figure(width, height)
@@ -91,26 +91,25 @@ def figure1(selections: pd.DataFrame, out_dir: str | Path, stem: str = "figure1"
 
 
 def _draw_panel(ax, matrix: np.ndarray, algorithms: list[str], calibration: str, calibrations: list[str]) -> None:
-    n_alg, n_layers = matrix.shape
+    n_layers = matrix.shape[1]
     # Shade = fraction of seeds that removed the layer (exactly the two colours with one seed).
     cmap = LinearSegmentedColormap.from_list("removal", [EMPTY_CELL, calibration_colour(calibration, calibrations)])
-    ax.pcolormesh(
-        np.arange(n_layers + 1) - 0.5,
-        np.arange(n_alg + 1) - 0.5,
-        np.ma.masked_invalid(matrix),
+    frame = pd.DataFrame(matrix, index=[algorithm_name(a) for a in algorithms], columns=range(n_layers))
+    step = 5 if n_layers > 12 else 1
+    sns.heatmap(
+        frame,
+        mask=frame.isna(),  # an algorithm without a result: no cells (and a note below)
         cmap=cmap,
         vmin=0,
         vmax=1,
-        edgecolors="white",
-        linewidth=0.4,
+        cbar=False,
+        linewidths=0.4,
+        linecolor="white",
+        xticklabels=step,
+        yticklabels=True,
+        ax=ax,
     )
     for row in np.flatnonzero(np.isnan(matrix).all(axis=1)):
-        ax.text((n_layers - 1) / 2, row, "not run", ha="center", va="center", color=NOTE_COLOUR, fontsize=5)
-    ax.set_ylim(n_alg - 0.5, -0.5)  # first algorithm on top
-    ax.set_xlim(-0.5, n_layers - 0.5)
-    ax.set_yticks(range(n_alg), [algorithm_name(a) for a in algorithms])
-    step = 5 if n_layers > 12 else 1
-    ax.set_xticks(range(0, n_layers, step))
-    ax.tick_params(length=2, pad=1)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+        ax.text(n_layers / 2, row + 0.5, "not run", ha="center", va="center", color=NOTE_COLOUR, fontsize=5)
+    ax.tick_params(length=2, pad=1, labelrotation=0)
+    ax.set_ylabel("")

@@ -10,18 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.lines import Line2D
+import seaborn as sns
 from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.plotting import empty_figure, marker_legend, scatter_runs
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     NOTE_COLOUR,
     TEXT_WIDTH_IN,
-    algorithm_marker,
-    algorithm_name,
     calibration_colour,
-    calibration_name,
     figure_style,
     new_figure,
     note_panel,
@@ -43,9 +41,7 @@ def figure2(summary: pd.DataFrame, out_dir: str | Path, stem: str = "figure2") -
     algorithms = [a for a in ordered_algorithms(pruned["algorithm"].unique()) if a in set(pruned["algorithm"])]
     with figure_style():
         if not models:
-            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
-            note_panel(fig.add_subplot(), "no search results")
-            return save_figure(fig, out_dir, stem)
+            return empty_figure(out_dir, stem)
         width = COLUMN_WIDTH_IN if len(models) == 1 else TEXT_WIDTH_IN
         fig = new_figure(width, len(budgets) * PANEL_HEIGHT_IN + LEGEND_HEIGHT_IN)
         axes = fig.subplots(len(budgets), len(models), squeeze=False)
@@ -54,35 +50,40 @@ def figure2(summary: pd.DataFrame, out_dir: str | Path, stem: str = "figure2") -
                 ax = axes[r][c]
                 ax.set_title(f"{model} (M={budget})", loc="left")
                 cell = pruned[(pruned["model"] == model) & (pruned["budget"] == budget)]
-                _draw_panel(ax, cell, dense[dense["model"] == model], calibrations)
+                _draw_panel(ax, cell, dense[dense["model"] == model], calibrations, algorithms)
                 if r == len(budgets) - 1:
                     ax.set_xlabel("average perplexity (log scale)")
                 if c == 0:
                     ax.set_ylabel("average accuracy (%)")
-        _legend(fig, calibrations, algorithms, has_dense=not dense.empty)
+        marker_legend(fig, algorithms, calibrations, has_dense=not dense.empty)
         return save_figure(fig, out_dir, stem)
 
 
-def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[str]) -> None:
+def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[str], algorithms: list[str]) -> None:
     valid = cell.dropna(subset=["avg_perplexity", "avg_accuracy"])
     valid = valid[valid["avg_perplexity"] > 0]
     if valid.empty:
         note_panel(ax, "no run with both averages" if not cell.empty else "not run")
         return
+    valid = valid.assign(accuracy_pct=100 * valid["avg_accuracy"])
     for row in valid.itertuples(index=False):
         _error_bars(ax, row, calibration_colour(row.calibration, calibrations))
-        ax.scatter(
-            row.avg_perplexity,
-            100 * row.avg_accuracy,
-            marker=algorithm_marker(row.algorithm),
-            color=calibration_colour(row.calibration, calibrations),
-            s=22,
-            edgecolors="white",
-            linewidths=0.4,
-            zorder=3,
+    scatter_runs(ax, valid, "avg_perplexity", "accuracy_pct", calibrations, algorithms)
+    dense = dense.dropna(subset=["avg_perplexity", "avg_accuracy"])
+    if not dense.empty:
+        sns.scatterplot(
+            x=dense["avg_perplexity"],
+            y=100 * dense["avg_accuracy"],
+            marker="*",
+            color="black",
+            s=40,
+            edgecolor="black",
+            linewidth=0.4,
+            zorder=4,
+            ax=ax,
         )
-    for row in dense.dropna(subset=["avg_perplexity", "avg_accuracy"]).itertuples(index=False):
-        ax.scatter(row.avg_perplexity, 100 * row.avg_accuracy, marker="*", color="black", s=40, zorder=4)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
     ax.set_xscale("log")
     # Narrow ranges (within one decade) get crowded minor-tick labels; keep readable plain numbers.
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -103,7 +104,12 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
 
 
 def _error_bars(ax, row, colour) -> None:
-    """95 % bootstrap intervals (when the aggregate has per-document results) as thin error bars."""
+    """95 % bootstrap intervals (when the aggregate has per-document results) as thin error bars.
+
+    matplotlib's errorbar, not seaborn's: seaborn's axes-level functions compute their own intervals
+    from raw observations, while these are paired document-bootstrap intervals computed beforehand
+    (reporting/bootstrap.py, docs/method.md §7).
+    """
     acc = (getattr(row, "avg_acc_ci_low", float("nan")), getattr(row, "avg_acc_ci_high", float("nan")))
     ppl = (getattr(row, "avg_ppl_ci_low", float("nan")), getattr(row, "avg_ppl_ci_high", float("nan")))
     yerr = xerr = None
@@ -125,25 +131,3 @@ def _error_bars(ax, row, colour) -> None:
             capsize=0,
             zorder=2,
         )
-
-
-def _legend(fig, calibrations: list[str], algorithms: list[str], has_dense: bool) -> None:
-    colour_handles = [
-        Line2D([], [], linestyle="", marker="o", color=calibration_colour(c, calibrations), label=calibration_name(c))
-        for c in calibrations
-    ]
-    marker_handles = [
-        Line2D([], [], linestyle="", marker=algorithm_marker(a), color="#555555", label=algorithm_name(a))
-        for a in algorithms
-    ]
-    if has_dense:
-        marker_handles.append(Line2D([], [], linestyle="", marker="*", color="black", markersize=6, label="Dense"))
-    handles = colour_handles + marker_handles
-    fig.legend(
-        handles=handles,
-        loc="outside lower center",
-        ncols=min(4, len(handles)),
-        frameon=False,
-        handletextpad=0.2,
-        columnspacing=0.8,
-    )

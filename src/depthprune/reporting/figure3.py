@@ -1,7 +1,8 @@
 """Figure 3: rank agreement of average perplexity and average accuracy across the algorithms.
 
-One row of panels per calibration (the paper's blocks (a) TLM and (b) perplexity pruning, and any
-further calibration), one column per (model, M). A panel plots each algorithm's perplexity rank
+One block of panels per calibration (the paper's blocks (a) TLM and (b) perplexity pruning, and any
+further calibration), one panel per (model, M), at most three to a row (the text width; more wrap
+onto the block's next row, so titles never overlap). A panel plots each algorithm's perplexity rank
 against its accuracy rank (1 = lowest value, ties averaged, as Spearman's ρ does) and reports
 ρ = spearmanr(avg perplexity, avg accuracy) with its p-value, n and (when per-document results
 exist) its 95 % paired document-bootstrap interval. A negative ρ means the algorithms with lower
@@ -13,17 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.lines import Line2D
 from scipy.stats import rankdata
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.plotting import empty_figure, marker_legend, scatter_runs
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     NOTE_COLOUR,
     TEXT_WIDTH_IN,
-    algorithm_marker,
-    algorithm_name,
-    calibration_colour,
     calibration_name,
     figure_style,
     new_figure,
@@ -33,7 +31,8 @@ from depthprune.reporting.style import (
     save_figure,
 )
 
-PANEL_IN = 1.55
+PANEL_IN = 1.8  # wide enough for a panel's title line "ρ = −1.00 (p < 0.01, n = 7)" at 7 pt
+MAX_COLUMNS = int(TEXT_WIDTH_IN // PANEL_IN)  # more (model, M) cells wrap onto further rows
 
 
 def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, stem: str = "figure3") -> list[Path]:
@@ -43,15 +42,18 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
     algorithms = [a for a in ordered_algorithms(pruned["algorithm"].unique()) if a in set(pruned["algorithm"])]
     with figure_style():
         if not cells:
-            fig = new_figure(COLUMN_WIDTH_IN, 1.0)
-            note_panel(fig.add_subplot(), "no search results")
-            return save_figure(fig, out_dir, stem)
-        width = min(TEXT_WIDTH_IN, max(COLUMN_WIDTH_IN, PANEL_IN * len(cells)))
-        fig = new_figure(width, (PANEL_IN + 0.15) * len(calibrations) + 0.6)
-        axes = fig.subplots(len(calibrations), len(cells), squeeze=False)
+            return empty_figure(out_dir, stem)
+        columns = min(len(cells), MAX_COLUMNS)
+        rows_per_calibration = -(-len(cells) // columns)
+        n_rows = rows_per_calibration * len(calibrations)
+        fig = new_figure(max(COLUMN_WIDTH_IN, PANEL_IN * columns), (PANEL_IN + 0.15) * n_rows + 0.6)
+        axes = fig.subplots(n_rows, columns, squeeze=False)
         for r, calibration in enumerate(calibrations):
-            for c, (model, budget) in enumerate(cells):
-                ax = axes[r][c]
+            for i in range(len(cells), rows_per_calibration * columns):  # the block's last row, past its cells
+                axes[r * rows_per_calibration + i // columns][i % columns].set_axis_off()
+            for i, (model, budget) in enumerate(cells):
+                row, c = r * rows_per_calibration + i // columns, i % columns
+                ax = axes[row][c]
                 ax.set_title(f"{calibration_name(calibration)}\n{model} (M={budget})", loc="left")
                 group = pruned[
                     (pruned["model"] == model) & (pruned["budget"] == budget) & (pruned["calibration"] == calibration)
@@ -61,28 +63,17 @@ def figure3(summary: pd.DataFrame, spearman: pd.DataFrame, out_dir: str | Path, 
                     & (spearman["budget"] == budget)
                     & (spearman["calibration"] == calibration)
                 ]
-                _draw_panel(ax, group, stat, calibration, calibrations)
-                if r == len(calibrations) - 1:
+                _draw_panel(ax, group, stat, calibrations, algorithms)
+                if r == len(calibrations) - 1 and i + columns >= len(cells):  # no panel below
                     ax.set_xlabel("perplexity rank")
                 if c == 0:
                     ax.set_ylabel("accuracy rank")
         fig.text(0.0, 0.0, "ranks: 1 = lowest value", fontsize=5, color=NOTE_COLOUR, ha="left", va="bottom")
-        handles = [
-            Line2D([], [], linestyle="", marker=algorithm_marker(a), color="#555555", label=algorithm_name(a))
-            for a in algorithms
-        ]
-        fig.legend(
-            handles=handles,
-            loc="outside lower center",
-            ncols=min(4, len(handles)),
-            frameon=False,
-            handletextpad=0.2,
-            columnspacing=0.8,
-        )
+        marker_legend(fig, algorithms)
         return save_figure(fig, out_dir, stem)
 
 
-def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibration: str, calibrations: list[str]) -> None:
+def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibrations: list[str], algorithms: list[str]) -> None:
     valid = group.dropna(subset=["avg_perplexity", "avg_accuracy"])
     if group.empty:
         note_panel(ax, "not run")
@@ -91,13 +82,10 @@ def _draw_panel(ax, group: pd.DataFrame, stat: pd.DataFrame, calibration: str, c
         reason = stat["note"].iloc[0] if not stat.empty and stat["note"].iloc[0] else f"n = {len(valid)}"
         note_panel(ax, f"ρ undefined\n({reason})")
         return
-    x = rankdata(valid["avg_perplexity"])
-    y = rankdata(valid["avg_accuracy"])
-    colour = calibration_colour(calibration, calibrations)
-    for xi, yi, algorithm in zip(x, y, valid["algorithm"]):
-        ax.scatter(
-            xi, yi, marker=algorithm_marker(algorithm), color=colour, s=22, edgecolors="white", linewidths=0.4, zorder=3
-        )
+    ranks = valid.assign(
+        perplexity_rank=rankdata(valid["avg_perplexity"]), accuracy_rank=rankdata(valid["avg_accuracy"])
+    )
+    scatter_runs(ax, ranks, "perplexity_rank", "accuracy_rank", calibrations, algorithms)
     n = len(valid)
     ax.set_xlim(0.4, n + 0.6)
     ax.set_ylim(0.4, n + 0.6)
