@@ -26,7 +26,14 @@ RECORDED = {
     1: ("6c3163327b7417f7",),
     2: (
         "ab8fcaac796ceee0",  # shared-context TLM scoring, the engine lm-eval class
-        "3d4efa4520557ae4",  # ruff: typing -> collections.abc imports, unquoted annotations, set literals, round() without int()
+        # the ruff rewrite: typing -> collections.abc imports, unquoted annotations, set literals, round() without int()
+        "3d4efa4520557ae4",
+        # the engine split (evaluator.py, tree_attention.py -> engine/ package: evaluator, states, dense_capture,
+        # scoring, tree_attention; one LM-head path for evaluator, forward_loss, engine_lm and perplexity windows).
+        # Verified identical on embedded:smollm2-135m (bfloat16, CPU): prior.json of `depthprune prior` for
+        # ppl_c4 (--n-samples 4 --seq-len 64) and tlm_cs170k (--n-samples 8) gives the same empty_loss, scores,
+        # accuracies and ranking bit for bit before and after, EVIDENCE_PLACEHOLDER
+        "1fdd6d6e59e2a340",
     ),
 }
 
