@@ -32,7 +32,7 @@ RECORDED = {
         # scoring, tree_attention; one LM-head path for evaluator, forward_loss, engine_lm and perplexity windows).
         # Verified identical on embedded:smollm2-135m (bfloat16, CPU): prior.json of `depthprune prior` for
         # ppl_c4 (--n-samples 4 --seq-len 64) and tlm_cs170k (--n-samples 8) gives the same empty_loss, scores,
-        # accuracies and ranking bit for bit before and after, EVIDENCE_PLACEHOLDER
+        # accuracies and ranking bit for bit before and after.
         "1fdd6d6e59e2a340",
     ),
 }
