@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from depthprune.cli import main
-from depthprune.evaluator import memo_key
+from depthprune.engine.memo import memo_key
 from depthprune.models.fingerprint import FINGERPRINT_FILE, folder_fingerprint
 from depthprune.search.runner import run_search
 from depthprune.search.synthetic import random_objective

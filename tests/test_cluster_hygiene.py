@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from depthprune.cli import main
+from depthprune.engine.memo import SqliteMemo
 from depthprune.evaluation.cache import EvalCache
 from depthprune.io import atomic_dir, atomic_write_text
-from depthprune.memo import SqliteMemo
 
 # --------------------------------------------------------------------------- export
 
@@ -160,7 +160,9 @@ def test_log_handlers_do_not_outlive_the_invocation(tmp_path, capsys):
     assert root.handlers == before
     assert "error" in log_file.read_text()
     capsys.readouterr()
-    logging.getLogger("depthprune.evaluator").info("after the command")  # once raised "I/O operation on closed file"
+    logging.getLogger("depthprune.engine.evaluator").info(
+        "after the command"
+    )  # once raised "I/O operation on closed file"
     assert "Logging error" not in capsys.readouterr().err
 
 

@@ -14,7 +14,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from depthprune.calibration import build_objective
-from depthprune.evaluator import SubsetEvaluator, forward_loss
+from depthprune.engine.evaluator import SubsetEvaluator
+from depthprune.engine.scoring import forward_loss
 from depthprune.models import export_pruned, load_model, remove_blocks
 from depthprune.models.loading import EMBEDDED
 

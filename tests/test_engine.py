@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +16,11 @@ from transformers import AutoModelForCausalLM
 
 from depthprune.calibration import build_objective
 from depthprune.calibration.data import load_c4_documents
-from depthprune.evaluator import SubsetEvaluator, forward_loss
+from depthprune.engine.evaluator import SubsetEvaluator
+from depthprune.engine.memo import Memo, NullMemo, SqliteMemo
+from depthprune.engine.records import MemoEntry
+from depthprune.engine.scoring import forward_loss
+from depthprune.engine.states import NullStateCache
 from depthprune.models import FAMILIES, export_pruned, family_for, load_model, remove_blocks
 from depthprune.models.loading import LoadedModel
 from depthprune.models.tiny import tiny_config
@@ -86,7 +93,7 @@ def test_tiny_state_budget_recomputes_exactly(tiny, data_dir):
     sets = [(3, 6), (1,), (0, 2, 7), (5,)]
     for x, y in zip(roomy.evaluate(sets), starved.evaluate(sets)):
         assert x.loss == pytest.approx(y.loss, rel=1e-6)
-    assert starved.states.bytes <= starved.states.budget
+    assert starved.states.cache.bytes <= starved.states.cache.budget
 
 
 def test_partial_dense_checkpoints_when_the_cache_is_small(tiny, data_dir):
@@ -95,7 +102,7 @@ def test_partial_dense_checkpoints_when_the_cache_is_small(tiny, data_dir):
     roomy = SubsetEvaluator(tiny, objective, calibration="ppl_c4")
     # room for 3 dense states in half the cache: only evenly spaced checkpoints are kept
     small = SubsetEvaluator(tiny, objective, calibration="ppl_c4", state_cache_gib=6.5 * per_state / (1 << 30))
-    kept = sorted(j for (prefix, j) in small.states._entries if not prefix)
+    kept = sorted(j for (prefix, j) in small.states.cache if not prefix)
     assert kept == [1, 4, 7]
     sets = [(5,), (2, 6), (7,), (0, 3)]
     for x, y in zip(roomy.evaluate(sets), small.evaluate(sets)):
@@ -178,11 +185,11 @@ def test_gate_derivatives_match_finite_differences(tiny, data_dir):
     def gated_loss(alpha: torch.Tensor) -> torch.Tensor:
         total = 0.0
         for b, batch in enumerate(objective.batches):
-            hidden = exact._embeddings[b]
+            hidden = exact.capture.embeddings[b]
             for j, block in enumerate(exact.blocks):
-                update = block(hidden, **exact._block_kwargs[b][j]) - hidden
+                update = block(hidden, **exact.capture.block_kwargs[b][j]) - hidden
                 hidden = hidden + alpha[j] * update
-            total = total + objective.batch_loss(batch, exact._token_logprobs(b, hidden))
+            total = total + objective.batch_loss(batch, exact.logprobs(b, hidden))
         return total
 
     def gradient(alpha: torch.Tensor) -> np.ndarray:
@@ -235,3 +242,57 @@ def test_hub_unreachable_error_names_dataset_and_option(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(FileNotFoundError, match=r"allenai/c4.*data_dir"):
         load_c4_documents(None, pool=2)
+
+
+def test_records_memo_and_synthetic_evaluators_import_no_torch(repo_root):
+    """The engine's records, protocol and memo stay torch-free, so synthetic evaluators reuse them."""
+    code = (
+        "import sys\n"
+        "from depthprune.engine.records import Evaluator\n"
+        "from depthprune.search.synthetic import random_objective\n"
+        "from depthprune.search.base import TracingEvaluator\n"
+        "ev = random_objective(6, seed=0)\n"
+        "assert isinstance(ev, Evaluator) and isinstance(TracingEvaluator(ev), Evaluator)\n"
+        "assert ev.loss((1, 2)) == ev.evaluate([(1, 2)])[0].loss\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, env=os.environ, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_memo_in_memory_over_sqlite_and_the_null_memo(tmp_path):
+    sqlite = SqliteMemo(tmp_path / "memo.sqlite", "cfg", {})
+    sqlite.put((1, 2), 3.0, None, 0.5)
+    memo = Memo(sqlite)
+    assert memo.get((1, 2)) == (3.0, None, 0.5) and (1, 2) in memo
+    memo.put((4,), MemoEntry(5.0, 0.25, 1.0))
+    assert sqlite.get((4,)) == (5.0, 0.25, 1.0)  # written through
+    recompute = Memo(sqlite, read_sqlite=False)  # --recompute: the file is not read, new losses replace
+    assert recompute.get((1, 2)) is None
+    recompute.put((1, 2), MemoEntry(3.5, None, 2.0))
+    assert sqlite.get((1, 2)) == (3.5, None, 2.0) and recompute.get((1, 2)).loss == 3.5
+    null = NullMemo()
+    null.put((1,), MemoEntry(1.0, None, 0.0))
+    assert null.get((1,)) is None and (1,) not in null
+    sqlite.close()
+
+
+def test_no_cache_mode_runs_every_request_alone(tiny, data_dir):
+    """--no-cache swaps in the null memo and null state cache: nothing kept, no sharing in a batch,
+    repeats recomputed, each request at the naive cost N − |S|."""
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=2, seq_len=24)
+    naive = SubsetEvaluator(tiny, objective, calibration="ppl_c4", use_cache=False)
+    assert isinstance(naive.memo, NullMemo) and isinstance(naive.states.cache, NullStateCache)
+    assert len(naive.states.cache) == 0  # not even the dense states
+    before = naive.stats.blocks_run
+    records = naive.evaluate([(2,), (2, 5), (2,)])
+    assert [r.blocks_run for r in records] == [7, 6, 7] and not any(r.memo_hit for r in records)
+    assert naive.stats.blocks_run - before == 20 and len(naive.states.cache) == 0
+    assert records[0].loss == pytest.approx(records[2].loss, rel=1e-9)
+    cached = SubsetEvaluator(tiny, objective, calibration="ppl_c4")
+    shared = cached.evaluate([(2,), (2, 5), (2,)])
+    assert [r.memo_hit for r in shared] == [False, False, True]
+    assert shared[0].blocks_run + shared[1].blocks_run < 13  # the trie and the dense states share blocks

@@ -175,7 +175,7 @@ def test_cbo_diagnostic_time_is_not_search_time(tmp_path):
 
 def test_cbo_derivatives_of_a_bfloat16_model_are_float32_ones(tiny_model_dir, data_dir):
     from depthprune.calibration import build_objective
-    from depthprune.evaluator import SubsetEvaluator
+    from depthprune.engine.evaluator import SubsetEvaluator
     from depthprune.models import load_model
     from depthprune.models.loading import LoadedModel
 
@@ -230,7 +230,7 @@ def test_cbo_derivatives_see_the_shared_context_rows(tiny_model_dir, data_dir):
     those of the same items scored as separate sequences: the derivative pass replays the rows
     exactly as the evaluator scores them."""
     from depthprune.calibration import build_objective
-    from depthprune.evaluator import SubsetEvaluator
+    from depthprune.engine.evaluator import SubsetEvaluator
     from depthprune.models import load_model
 
     tiny = load_model(str(tiny_model_dir), device="cpu")

@@ -15,11 +15,12 @@ from transformers import AutoModelForCausalLM
 from depthprune.calibration.data import load_c4_documents
 from depthprune.calibration.objectives import tlm_objective
 from depthprune.calibration.tlm import TLMItem, text_requests
-from depthprune.evaluator import SubsetEvaluator, forward_loss
+from depthprune.engine.evaluator import SubsetEvaluator
+from depthprune.engine.scoring import forward_loss
+from depthprune.engine.tree_attention import tree_attention_mask
 from depthprune.models import FAMILIES, load_model, remove_blocks
 from depthprune.models.loading import LoadedModel
 from depthprune.models.tiny import tiny_config
-from depthprune.tree_attention import tree_attention_mask
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,14 @@ RECORDED = {
         # float32, 2 x 48 tokens) and evaluate --removed "3 7 11" (wikitext2, lambada_openai, piqa)
         # give identical scores, metrics.csv and samples.parquet before (062fef9) and after.
         "a729f6ddec0b98c0",
+        # the engine split (evaluator.py, tree_attention.py -> engine/ package: evaluator, states, dense_capture,
+        # scoring, tree_attention; one LM-head path for evaluator, forward_loss, engine_lm and perplexity windows).
+        # Verified identical on embedded:smollm2-135m (bfloat16, CPU): prior.json of `depthprune prior` for
+        # ppl_c4 (--n-samples 4 --seq-len 64) and tlm_cs170k (--n-samples 8) gives the same empty_loss, scores,
+        # accuracies and ranking bit for bit before and after; on tiny:llama-8 (float32 and bfloat16, one thread)
+        # gate derivatives g and H, losses and sequence log-likelihoods (ppl_c4, tlm_cs170k), engine_lm.score_trees
+        # (head_chunk 7) and the perplexity windows (head_chunk 16) are bitwise equal before and after.
+        "1fdd6d6e59e2a340",
     ),
 }
 

@@ -190,7 +190,7 @@ def build_evaluator(args, loaded=None, samples=None):
     """Model + calibration objective + evaluator from parsed arguments (``samples``: from
     ``check_calibration_inputs``, which reads and checks the data before the model is loaded)."""
     from depthprune.calibration.objectives import build_objective
-    from depthprune.evaluator import SubsetEvaluator
+    from depthprune.engine.evaluator import SubsetEvaluator
     from depthprune.seeding import seed_everything
 
     seed_everything(args.seed)

@@ -11,8 +11,11 @@ SCORING_VERSION = 2
 
 # Modules whose code decides a score (paths relative to src/depthprune), hashed by the test above.
 SCORING_MODULES = (
-    "evaluator.py",
-    "tree_attention.py",
+    "engine/dense_capture.py",
+    "engine/evaluator.py",
+    "engine/scoring.py",
+    "engine/states.py",
+    "engine/tree_attention.py",
     "calibration/data.py",
     "calibration/objectives.py",
     "calibration/specs.py",

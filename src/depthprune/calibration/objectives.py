@@ -36,7 +36,7 @@ class Batch:
     targets: torch.Tensor  # next-token ids at those positions
     coefficients: torch.Tensor  # float64, loss = Σ coefficients · log p
     sequence_ids: torch.Tensor  # global sequence (candidate) id per scored position
-    # Shared-context rows (depthprune.tree_attention): position id, branch (-1 padding) and the
+    # Shared-context rows (depthprune.engine.tree_attention): position id, branch (-1 padding) and the
     # branch of its tree's shared prefix per token. None for plain left-aligned causal rows.
     position_ids: torch.Tensor | None = None  # [B, T]
     branch_ids: torch.Tensor | None = None  # [B, T]
@@ -160,7 +160,7 @@ def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) ->
     items share a row, so little is padding), rows into micro-batches of at most ``token_budget``
     padded tokens. Scored positions, targets and coefficients are those of the separate sequences,
     mapped into the rows; ``position_ids``, ``branch_ids`` and ``root_ids`` drive the tree attention
-    mask (depthprune.tree_attention).
+    mask (depthprune.engine.tree_attention).
     """
     trees = []
     for sequences in items:

@@ -5,7 +5,7 @@ replaced: ``_loglikelihood_tokens``, where every request's tokens have already b
 lm-eval (its ``_encode_pair``, rolling windows, truncation). Tasks, prompts, filters and metrics
 stay lm-eval's; only the scoring differs:
 
-- requests sharing a context are one tree (depthprune.tree_attention): the context is computed
+- requests sharing a context are one tree (depthprune.engine.tree_attention): the context is computed
   once and every continuation branches off it; short trees share rows, so little is padding;
 - the LM head runs only at continuation positions, in chunks (never a [batch, length, vocab] tensor).
 
@@ -32,10 +32,12 @@ def score_trees(model, groups, pad_id: int, token_budget: int = 8192, head_chunk
     """Σ log p and greedy flags of scored sequences grouped into trees (objectives._Sequence lists).
 
     Returns (sums float64 [n], greedy bool [n]) indexed by ``sequence_id``. The model's own forward
-    runs every row, with the tree mask installed by hooks (depthprune.evaluator.tree_masks).
+    runs every row, with the tree mask installed by hooks (depthprune.engine.tree_attention), and
+    the engine's LM-head scoring runs at the continuation positions only.
     """
     from depthprune.calibration.objectives import _pack_trees
-    from depthprune.evaluator import backbone_forward, tree_masks
+    from depthprune.engine.scoring import head_log_softmax
+    from depthprune.engine.tree_attention import backbone_forward, tree_masks
     from depthprune.models.families import family_for
 
     family = family_for(model)
@@ -47,16 +49,13 @@ def score_trees(model, groups, pad_id: int, token_budget: int = 8192, head_chunk
     with tree_masks(model, family, family.blocks(model), batches) as tree:
         for batch in batches:
             hidden = backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
-            flat = hidden.reshape(-1, hidden.shape[-1])
-            positions = batch.flat_positions.to(device)
             targets = batch.targets.to(device)
-            for start in range(0, len(positions), head_chunk):
-                logits = family.head_logits(model, flat[positions[start : start + head_chunk]])
-                logprobs = torch.log_softmax(logits.float(), dim=-1)
-                chunk_targets = targets[start : start + head_chunk]
+            chunks = head_log_softmax(model, family, hidden, batch.flat_positions, device, head_chunk, normed=True)
+            for start, logprobs in chunks:
+                chunk_targets = targets[start : start + len(logprobs)]
                 picked = logprobs.gather(1, chunk_targets[:, None]).squeeze(1).double().cpu()
                 is_max = (logprobs.argmax(dim=-1) == chunk_targets).cpu()
-                ids = batch.sequence_ids[start : start + head_chunk]
+                ids = batch.sequence_ids[start : start + len(logprobs)]
                 sums.index_add_(0, ids, picked)
                 greedy[ids[~is_max]] = False  # greedy: every token of the sequence is the argmax
     return sums, greedy

@@ -166,8 +166,10 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
 @torch.inference_mode()
 def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_chunk: int = 2048) -> torch.Tensor:
     """As ``window_nll_sums``, the way the scoring engine scores (evaluation/engine_lm.py): the
-    backbone's normed states, then the LM head in chunks of positions (never the [batch, length,
-    vocab] logits). Windows share no context, so they are plain causal rows (no tree mask)."""
+    backbone's normed states, then the engine's LM head (depthprune.engine.scoring) in chunks of
+    positions (never the [batch, length, vocab] logits). Windows share no context, so they are plain
+    causal rows (no tree mask)."""
+    from depthprune.engine.scoring import head_log_softmax
     from depthprune.models.families import family_for
 
     family = family_for(model)
@@ -178,12 +180,11 @@ def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_c
         hidden = family.backbone(model)(input_ids=batch, use_cache=False).last_hidden_state
         flat = hidden[:, :-1].reshape(-1, hidden.shape[-1])
         targets = batch[:, 1:].reshape(-1)
-        picked = []
-        for first in range(0, len(targets), head_chunk):
-            logits = family.head_logits(model, flat[first : first + head_chunk]).float()
-            picked.append(
-                torch.log_softmax(logits, dim=-1).gather(1, targets[first : first + head_chunk, None]).squeeze(1)
-            )
+        positions = torch.arange(len(targets), device=device)  # every position but the last of a row
+        picked = [
+            logprobs.gather(1, targets[first : first + len(logprobs), None]).squeeze(1)
+            for first, logprobs in head_log_softmax(model, family, flat, positions, device, head_chunk, normed=True)
+        ]
         per_row = torch.cat(picked).double().view(batch.shape[0], -1).sum(dim=1)
         sums.extend(float(-x) for x in per_row.cpu())
     return torch.tensor(sums, dtype=torch.float64)

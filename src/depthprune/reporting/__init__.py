@@ -2,5 +2,5 @@
 
 Everything here reads files only (selection.json, metrics.csv, then ``results/aggregate/``); it never
 loads a model, so ``depthprune render`` runs in seconds and imports neither torch nor transformers.
-Keep it that way: no import from ``depthprune.models``, ``evaluator`` or ``search`` in this package.
+Keep it that way: no import from ``depthprune.models``, ``engine`` or ``search`` in this package.
 """

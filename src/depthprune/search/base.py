@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from depthprune.engine.records import Evaluator
 from depthprune.io import parse_layers
 
 
@@ -34,8 +35,8 @@ class TraceEntry:
     memo_hit: bool
 
 
-class TracingEvaluator:
-    """Wraps a SubsetEvaluator; records the trace and the cost of one search.
+class TracingEvaluator(Evaluator):
+    """Wraps an evaluator (SubsetEvaluator, SyntheticEvaluator); records the trace and the cost of one search.
 
     Counting is per search: a set evaluated earlier in the same search is a memo hit, whatever the
     shared memo underneath knew; ``distinct_evaluations`` is the number of distinct sets this search
@@ -44,7 +45,7 @@ class TracingEvaluator:
     run for the same requests (N - |S| per request, repeats included).
     """
 
-    def __init__(self, evaluator: Any):
+    def __init__(self, evaluator: Evaluator):
         self.inner = evaluator
         self.entries: list[TraceEntry] = []
         self._records: dict[tuple[int, ...], Any] = {}
@@ -95,9 +96,6 @@ class TracingEvaluator:
             self._append(key, record.loss, record.accuracy, record.seconds)
             self._records.setdefault(key, record)
         return list(records)
-
-    def loss(self, removed: Iterable[int]) -> float:
-        return self.evaluate([removed])[0].loss
 
     def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
         blocks_before = self._inner_blocks()

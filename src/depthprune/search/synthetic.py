@@ -1,46 +1,35 @@
 """A synthetic subset evaluator with a known objective, for tests and quick experiments.
 
 L(S) = base + Σ_{i∈S} u_i + Σ_{i<j∈S} P_ij: additive when P = 0, with pairwise interactions
-otherwise. It implements the SubsetEvaluator interface of docs/architecture.md (evaluate, loss,
-n_layers, protected, stats, gate_derivatives, describe), with a memo and cost accounting, so the
-search algorithms run on it unchanged. In gate space (α = 1 − x) the objective is exactly
-quadratic: g = ∂L/∂α = −u and H = ∂²L/∂α² = P, so the CBO energy −gᵀx + ½xᵀHx equals L(S) − L(∅).
+otherwise. It implements the evaluator interface (depthprune.engine.records.Evaluator: evaluate,
+loss, n_layers, protected, stats, gate_derivatives, describe) with the engine's records, stats and
+in-memory memo, so the search algorithms run on it unchanged, and no torch is imported. In gate
+space (α = 1 − x) the objective is exactly quadratic: g = ∂L/∂α = −u and H = ∂²L/∂α² = P, so the
+CBO energy −gᵀx + ½xᵀHx equals L(S) − L(∅).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from depthprune.evaluator import EvalRecord
+from depthprune.engine.memo import Memo
+from depthprune.engine.records import EvalRecord, Evaluator, EvaluatorStats, MemoEntry
 from depthprune.io import parse_layers
 
 
 @dataclass
-class SyntheticStats:
-    distinct_evaluations: int = 0
-    memo_hits: int = 0
-    blocks_run: int = 0
-    naive_blocks: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class SyntheticEvaluator:
+class SyntheticEvaluator(Evaluator):
     unary: np.ndarray
     pairwise: np.ndarray | None = None
     base: float = 1.0
     protected: frozenset[int] = frozenset()
     objective_kind: str = "perplexity"
     delay: float = 0.0  # seconds of sleep per computed (non-memo) evaluation, to simulate cost
-    stats: SyntheticStats = field(default_factory=SyntheticStats)
+    stats: EvaluatorStats = field(default_factory=EvaluatorStats)
 
     def __post_init__(self) -> None:
         self.unary = np.asarray(self.unary, dtype=np.float64)
@@ -49,7 +38,7 @@ class SyntheticEvaluator:
         pairwise = np.triu(pairwise, 1)
         self.pairwise = pairwise + pairwise.T  # symmetric, zero diagonal
         self.protected = frozenset(int(i) for i in self.protected)
-        self._memo: dict[tuple[int, ...], tuple[float, float | None, float]] = {}  # loss, accuracy, cost s
+        self.memo = Memo()
         self.gate_derivative_calls = 0
 
     @property
@@ -70,25 +59,22 @@ class SyntheticEvaluator:
             start = time.perf_counter()
             naive = self.n_layers - len(key)
             self.stats.naive_blocks += naive
-            hit = key in self._memo
+            hit = key in self.memo
             if not hit:
                 if self.delay:
                     time.sleep(self.delay)
                 loss = self.true_loss(key)
                 accuracy = 1.0 / (1.0 + loss - self.base) if self.objective_kind == "tlm" else None
-                self._memo[key] = (loss, accuracy, time.perf_counter() - start)
+                self.memo.put(key, MemoEntry(loss, accuracy, time.perf_counter() - start))
                 self.stats.distinct_evaluations += 1
                 self.stats.blocks_run += naive
             else:
                 self.stats.memo_hits += 1
-            loss, accuracy, cost = self._memo[key]  # a hit reports what the set cost when computed
+            loss, accuracy, cost = self.memo.get(key)  # a hit reports what the set cost when computed
             seconds = time.perf_counter() - start
             self.stats.seconds += seconds
             records.append(EvalRecord(key, loss, accuracy, hit, 0 if hit else naive, seconds, cost_seconds=cost))
         return records
-
-    def loss(self, removed: Iterable[int]) -> float:
-        return self.evaluate([removed])[0].loss
 
     def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
         self.gate_derivative_calls += 1

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from depthprune.calibration.objectives import Objective
-from depthprune.evaluator import scored_logprobs
+from depthprune.engine.dense_capture import capture_dense
+from depthprune.engine.scoring import scored_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ def gate_derivatives(
 
         with sdpa_kernel(SDPBackend.MATH):
             for batch in objective.batches:
-                embeddings, kwargs = _capture_inputs(work, family, batch, device)
+                # Block inputs exactly as the evaluator runs them (shared-context rows: their
+                # positions and tree masks), captured from the working copy's own forward pass.
+                capture = capture_dense(work, family, [batch], device)
+                embeddings, kwargs = capture.embeddings[0], capture.block_kwargs[0]
                 alpha = torch.ones(n, dtype=dtype, device=device, requires_grad=True)
                 hidden = embeddings
                 for j, block in enumerate(blocks):
@@ -75,32 +79,3 @@ def gate_derivatives(
     )
     hess = 0.5 * (hess + hess.T)  # symmetric up to float error
     return grad.numpy(), hess.numpy(), dtype
-
-
-@torch.no_grad()
-def _capture_inputs(model, family, batch, device) -> tuple[torch.Tensor, list[dict]]:
-    """The input of block 0 and the keyword arguments every block receives, from the model's own
-    forward exactly as the evaluator runs it (shared-context rows: their positions and tree masks,
-    which the tree hooks put in place before these capture hooks read them)."""
-    from depthprune.evaluator import backbone_forward, tree_masks
-
-    blocks = family.blocks(model)
-    embeddings: list[torch.Tensor] = []
-    kwargs: dict[int, dict] = {}
-
-    def hook(index):
-        def record(module, args, kw):
-            if index == 0:
-                embeddings.append(args[0] if args else kw["hidden_states"])
-            kwargs[index] = {k: v for k, v in kw.items() if k != "hidden_states"}
-
-        return record
-
-    with tree_masks(model, family, blocks, [batch]) as tree:
-        handles = [block.register_forward_pre_hook(hook(j), with_kwargs=True) for j, block in enumerate(blocks)]
-        try:
-            backbone_forward(family.backbone(model), batch, device, tree)
-        finally:
-            for handle in handles:
-                handle.remove()
-    return embeddings[0], [kwargs[j] for j in range(len(blocks))]

@@ -1,9 +1,13 @@
-"""Persistent memo of subset losses, shared by every search of one (model, calibration) pair.
+"""The memo: each set's loss is computed once (docs/method.md §5).
 
-Several Snakemake jobs may read and write the same file at once, and each new loss is committed as
-soon as it is known, so a killed job loses at most the evaluation in flight. Rows are keyed by a
-hash of everything that changes a loss (the model's content fingerprint, calibration config, data
-hash, seed, dtype, device type, scoring-code version).
+``Memo`` keeps losses in memory, over an optional ``SqliteMemo`` shared by every job of one (model,
+calibration) pair; ``NullMemo`` (``--no-cache``) remembers nothing, so every request runs from
+scratch. Entries are keyed by ``memo_key`` of the evaluator's description.
+
+The SQLite memo: several Snakemake jobs may read and write the same file at once, and each new
+loss is committed as soon as it is known, so a killed job loses at most the evaluation in flight.
+Rows are keyed by a hash of everything that changes a loss (the model's content fingerprint,
+calibration config, data hash, seed, dtype, device type, scoring-code version).
 
 Two journal modes (``journal``):
 
@@ -17,19 +21,78 @@ Two journal modes (``journal``):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sqlite3
 import time
 from pathlib import Path
 
+from depthprune.engine.records import MemoEntry, RemovedSet
 from depthprune.io import format_layers
 
 JOURNAL_MODES = ("wal", "delete")
 _RETRIES = 30
 
+# Recorded in describe() for people and for search's prior check, but no part of the memo key: a
+# loss depends on the model's content (model_fingerprint), not on its spec or path, and protecting a
+# layer changes which sets are allowed, not their losses.
+_NOT_IN_KEY = ("model", "model_path", "protected")
+
+
+def memo_key(description: dict) -> str:
+    """The memo key: SHA-256 of the description without the fields in ``_NOT_IN_KEY``."""
+    keyed = {k: v for k, v in description.items() if k not in _NOT_IN_KEY}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:20]
+
+
+class Memo:
+    """Losses in memory, read from and written through to ``sqlite`` (if any).
+
+    ``read_sqlite=False`` (``--recompute``): the file is not read, and every loss computed again
+    replaces the stored one.
+    """
+
+    def __init__(self, sqlite: SqliteMemo | None = None, read_sqlite: bool = True):
+        self.sqlite = sqlite
+        self.read_sqlite = read_sqlite
+        self._entries: dict[RemovedSet, MemoEntry] = {}
+
+    def get(self, key: RemovedSet) -> MemoEntry | None:
+        found = self._entries.get(key)
+        if found is None and self.sqlite is not None and self.read_sqlite:
+            found = self.sqlite.get(key)
+            if found is not None:
+                self._entries[key] = found
+        return found
+
+    def put(self, key: RemovedSet, entry: MemoEntry) -> None:
+        self._entries[key] = entry
+        if self.sqlite is not None:
+            self.sqlite.put(key, *entry, replace=not self.read_sqlite)
+
+    def __contains__(self, key: RemovedSet) -> bool:
+        return self.get(key) is not None
+
+
+class NullMemo:
+    """The memo of ``--no-cache``: knows nothing, keeps nothing."""
+
+    sqlite = None
+
+    def get(self, key: RemovedSet) -> None:
+        return None
+
+    def put(self, key: RemovedSet, entry: MemoEntry) -> None:
+        pass
+
+    def __contains__(self, key: RemovedSet) -> bool:
+        return False
+
 
 class SqliteMemo:
+    """Persistent memo of subset losses in one SQLite file (module doc)."""
+
     def __init__(self, path: str | Path, config_key: str, description: dict, journal: str = "wal"):
         if journal not in JOURNAL_MODES:
             raise ValueError(
@@ -68,7 +131,7 @@ class SqliteMemo:
     def journal_mode(self) -> str:
         return str(self._run("PRAGMA journal_mode")[0][0]).lower()
 
-    def get(self, removed: tuple[int, ...]) -> tuple[float, float | None, float] | None:
+    def get(self, removed: RemovedSet) -> MemoEntry | None:
         """(loss, accuracy, compute seconds when first computed), or None."""
         rows = self._run(
             "SELECT loss, accuracy, seconds FROM losses WHERE config = ? AND removed = ?",
@@ -77,10 +140,10 @@ class SqliteMemo:
         if not rows:
             return None
         row = rows[0]
-        return float(row[0]), None if row[1] is None else float(row[1]), float(row[2])
+        return MemoEntry(float(row[0]), None if row[1] is None else float(row[1]), float(row[2]))
 
     def put(
-        self, removed: tuple[int, ...], loss: float, accuracy: float | None, seconds: float, replace: bool = False
+        self, removed: RemovedSet, loss: float, accuracy: float | None, seconds: float, replace: bool = False
     ) -> None:
         # IGNORE keeps the first computation (its seconds are the set's cost); a recomputed loss
         # (--recompute, replace=True) supersedes the stored one.

@@ -18,10 +18,14 @@ be wrong).
 
 The mask is installed by forward pre-hooks on the decoder blocks, which replace the
 ``attention_mask`` keyword the model's own forward built: no family's forward is re-implemented,
-and the evaluator replays the replaced keyword like every other captured one.
+and the evaluator replays the replaced keyword like every other captured one. ``tree_masks`` and
+``backbone_forward`` run the model's own forward on such rows; the subset evaluator's dense capture,
+the gate derivatives, the plain-forward reference and the lm-eval class all go through them.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -114,3 +118,25 @@ class TreeMaskHooks:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+
+@contextlib.contextmanager
+def tree_masks(model, family, blocks, batches):
+    """Tree-mask hooks on ``blocks`` when any batch holds shared-context rows, else nothing."""
+    if not any(batch.branch_ids is not None for batch in batches):
+        yield None
+        return
+    with TreeMaskHooks(blocks, family.text_config(model)) as hooks:
+        yield hooks
+
+
+def backbone_forward(backbone, batch, device, tree):
+    """The model's own forward on one batch (shared-context rows: their positions and tree mask)."""
+    extra = {}
+    if tree is not None:
+        tree.set_batch(batch, device)
+    if batch.branch_ids is not None:
+        extra["position_ids"] = batch.position_ids.to(device)
+    return backbone(
+        input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False, **extra
+    )

@@ -1,0 +1,77 @@
+"""What a subset evaluator answers, and the interface the prior and the searches rely on.
+
+No torch import: synthetic evaluators (depthprune.search.synthetic) and tests reuse these without
+loading a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+RemovedSet = tuple[int, ...]  # sorted layer indices
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    removed: RemovedSet
+    loss: float
+    accuracy: float | None  # TLM calibration accuracy; None for perplexity
+    memo_hit: bool
+    blocks_run: int  # 0 on a memo hit
+    seconds: float
+    # Compute seconds this loss cost when it was first computed (by any job sharing the memo): a
+    # search's stand-alone cost does not depend on which search happened to compute a set first.
+    cost_seconds: float = 0.0
+
+
+class MemoEntry(NamedTuple):
+    """What the memo keeps of a computed set (equal to the plain tuple it replaced)."""
+
+    loss: float
+    accuracy: float | None
+    cost_seconds: float
+
+
+@dataclass
+class EvaluatorStats:
+    distinct_evaluations: int = 0
+    memo_hits: int = 0
+    blocks_run: int = 0
+    naive_blocks: int = 0  # what running every requested set from scratch would have cost
+    tokens: int = 0  # tokens pushed through blocks
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """The subset-evaluator interface of docs/architecture.md, met by ``SubsetEvaluator`` (the
+    model), ``SyntheticEvaluator`` (a known objective) and ``TracingEvaluator`` (a search's view).
+    A class that names it as a base inherits ``loss``."""
+
+    n_layers: int
+    protected: frozenset[int]
+    objective_kind: str  # "perplexity" | "tlm"
+    stats: EvaluatorStats
+
+    def evaluate(self, sets: Sequence[Iterable[int]]) -> list[EvalRecord]:
+        """Records for ``sets`` in order (a batch: the evaluator may share work inside it)."""
+        ...
+
+    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
+        """g = ∂L/∂α (shape N) and H = ∂²L/∂α² (N × N) at α = 1 (docs/method.md §4.6)."""
+        ...
+
+    def describe(self) -> dict:
+        """Everything that changes a loss, plus where the model came from."""
+        ...
+
+    def loss(self, removed: Iterable[int]) -> float:
+        return self.evaluate([removed])[0].loss

@@ -1,0 +1,66 @@
+"""LM-head scoring: log-probabilities at the scored positions only (docs/method.md §5).
+
+One head path for every scorer: the subset evaluator and the gate derivatives (calibration
+batches), the plain-forward reference ``forward_loss``, the lm-eval class (evaluation/engine_lm.py)
+and the perplexity windows (evaluation/perplexity.py). The head runs only at the positions asked
+for, in chunks, so no [batch, length, vocabulary] tensor is ever made; the log-softmax is taken in
+at least float32 (float64 stays float64).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from depthprune.calibration.objectives import Objective
+from depthprune.engine.tree_attention import backbone_forward, tree_masks
+from depthprune.models.families import family_for
+
+
+def head_log_softmax(
+    model, family, hidden: torch.Tensor, positions: torch.Tensor, device, head_chunk: int = 2048, normed: bool = False
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """(start, log-softmax over the vocabulary [rows, V]) for ``positions[start : start + head_chunk]``
+    of ``hidden`` (flattened to [tokens, H]), chunk after chunk.
+
+    ``hidden`` leaves the last kept block (the final norm is applied here), or with ``normed`` it is
+    the backbone's ``last_hidden_state`` (already normed). Differentiable: gate derivatives use it.
+    """
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    positions = positions.to(flat.device)
+    head = family.head_logits if normed else family.logits
+    for start in range(0, len(positions), head_chunk):
+        logits = head(model, flat[positions[start : start + head_chunk]].to(device))
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        yield start, torch.log_softmax(logits, dim=-1)
+
+
+def scored_logprobs(
+    model, family, batch, hidden: torch.Tensor, device, head_chunk: int = 2048, normed: bool = False
+) -> torch.Tensor:
+    """log p(target) at ``batch``'s scored positions (``flat_positions``, ``targets``)."""
+    targets = batch.targets.to(device)
+    return torch.cat(
+        [
+            logprobs.gather(1, targets[start : start + len(logprobs), None]).squeeze(1)
+            for start, logprobs in head_log_softmax(
+                model, family, hidden, batch.flat_positions, device, head_chunk, normed
+            )
+        ]
+    )
+
+
+@torch.no_grad()
+def forward_loss(model: torch.nn.Module, objective: Objective) -> tuple[float, float | None]:
+    """L of ``model`` by its plain forward pass (no caches, no hooks but the tree masks): the
+    reference that masked evaluation must reproduce, and how a physically pruned or exported model
+    is scored."""
+    family = family_for(model)
+    device = next(model.parameters()).device
+    logprobs = []
+    with tree_masks(model, family, family.blocks(model), objective.batches) as tree:
+        for batch in objective.batches:
+            hidden = backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
+            logprobs.append(scored_logprobs(model, family, batch, hidden, device, normed=True))
+    return objective.reduce(logprobs)
