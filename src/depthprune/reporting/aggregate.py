@@ -38,26 +38,7 @@ KEY = ["model", "calibration", "budget", "algorithm"]
 RUN_KEY = KEY + ["seed"]
 SEED_DIR = re.compile(r"^seed(\d+)$")
 
-SELECTION_REQUIRED = ["model", "calibration", "budget", "algorithm", "removed", "n_layers"]
-SELECTION_COLUMNS = [
-    "model",
-    "calibration",
-    "budget",
-    "algorithm",
-    "removed",
-    "n_layers",
-    "loss",
-    "calibration_perplexity",
-    "calibration_accuracy",
-    "distinct_evaluations",
-    "memo_hits",
-    "blocks_run",
-    "search_seconds",
-    "prior_seconds",
-    "seed",
-    "hyperparameters",
-    "source",
-]
+SELECTION_REQUIRED = KEY + ["removed", "n_layers"]
 SUMMARY_SELECTION_COLUMNS = [
     "removed",
     "n_layers",
@@ -70,6 +51,7 @@ SUMMARY_SELECTION_COLUMNS = [
     "search_seconds",
     "prior_seconds",
 ]
+SELECTION_COLUMNS = KEY + SUMMARY_SELECTION_COLUMNS + ["seed", "hyperparameters", "source"]
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
