@@ -44,8 +44,8 @@ RECORDED = {
         # (head_chunk 7) and the perplexity windows (head_chunk 16) are bitwise equal before and after.
         "1fdd6d6e59e2a340",
         # the three rewrites above merged (registries + engine split + lint). Verified: recomputed with
-        # this code, the default study's ppl_c4 prior (8 x 64, seed 0, bfloat16) equals its prior.json bit for
-        # bit, and re-evaluating its one-shot M = 7 set gives the same metrics.csv.
+        # this code (--no-cache), the default study's ppl_c4 prior (8 x 64, seed 0, bfloat16), computed by
+        # 1b81beb, equals its prior.json bit for bit (scores, empty loss, ranking).
         "888d91879065a41a",
     ),
 }
