@@ -64,8 +64,10 @@ def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
 def test_figures_target_plans_only_the_figures(fresh_clone, study):
     args, aggregate, _ = STUDIES[study]
     assert (fresh_clone / aggregate / "summary.csv").is_file(), f"{aggregate}/ is not committed"
+    # A clone's file times follow checkout order (results/ after figures/), so Snakemake may find the
+    # aggregate newer than the figures and plan a re-render: never anything upstream of it.
     planned = job_counts(snakemake(fresh_clone, "-n", "figures", *args).stdout)
-    assert set(planned) <= {"figures"}, planned  # every figure is committed and up to date
+    assert set(planned) <= FIGURE_RULES and planned.get("render", 0) <= 1, planned
     forced = job_counts(snakemake(fresh_clone, "-n", "figures", "--forcerun", "render", *args).stdout)
     assert set(forced) <= FIGURE_RULES and forced["render"] == 1, forced
     # the whole study, by contrast, still recomputes everything from scratch on a fresh clone
