@@ -234,10 +234,10 @@ def test_calibration_size_preset_dry_run():
     jobs = _dry_run_jobs("config/calibration_size.yaml")
     searches = [w for rule, w in jobs if rule == "search"]
     runs = {(w["calibration"], w["seed"]) for w in searches}
-    # (4 TLM sizes + 2 perplexity sizes) x 3 seeds (seed<k>/ folders), one-shot at M = 7
-    assert len(runs) == 18 and len(searches) == 18
+    # (4 TLM sizes + 2 perplexity sizes) x 3 seeds (seed<k>/ folders), one-shot and greedy at M = 7
+    assert len(runs) == 18 and len(searches) == 36
     assert {("tlm_cs170k-n8", "0"), ("tlm_cs170k-n64", "2"), ("ppl_c4-8x64", "1"), ("ppl_c4-64x32", "2")} <= runs
-    assert {w["algorithm"] for w in searches} == {"one_shot"} and {w["budget"] for w in searches} == {"7"}
+    assert {w["algorithm"] for w in searches} == {"one_shot", "greedy"} and {w["budget"] for w in searches} == {"7"}
     rules = [rule for rule, _ in jobs]
     assert rules.count("prior") == 18 and rules.count("calibration_size") == 1 and rules.count("evaluate_dense") == 1
 
