@@ -253,3 +253,16 @@ def test_extended_preset_dry_run():
     assert runs == {(c, str(s)) for c in ("ppl_c4", "tlm_cs170k", "ppl_cs170k") for s in (0, 1, 2)}
     assert len(searches) == 2 * 3 * 3 * 2 * 9  # models x calibrations x seeds x budgets x algorithms
     assert [rule for rule, _ in jobs].count("calibration_size") == 0
+
+
+def test_two_families_preset_dry_run():
+    jobs = _dry_run_jobs("config/two_families.yaml")
+    searches = [w for rule, w in jobs if rule == "search"]
+    budgets = {}
+    for w in searches:
+        budgets.setdefault(w["model"], set()).add(int(w["budget"]))
+    assert budgets == {"smollm2-135m": {7, 9}, "gemma3-270m": {4, 5}}  # 7/32 and 9/32 of Gemma's 18 blocks
+    assert {w["calibration"] for w in searches} == {"ppl_c4", "tlm_cs170k"} and {w["seed"] for w in searches} == {"0"}
+    assert len(searches) == 2 * 2 * 2 * 9  # models x calibrations x budgets x algorithms
+    rules = [rule for rule, _ in jobs]
+    assert rules.count("evaluate_selections") == 2 * 2 * 2 and rules.count("evaluate_dense") == 2

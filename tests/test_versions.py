@@ -47,6 +47,12 @@ RECORDED = {
         # this code (--no-cache), the default study's ppl_c4 prior (8 x 64, seed 0, bfloat16), computed by
         # 1b81beb, equals its prior.json bit for bit (scores, empty loss, ranking).
         "888d91879065a41a",
+        # many removed sets per evaluation pass (engine/set_group.py, evaluation/run.py:evaluate_sets,
+        # DepthpruneLM.use_set_group, perplexity windows for sets). Verified: on SmolLM2 in float32 (limit
+        # 30, 2 x 2048-token windows, all nine benchmarks, three M = 7 sets) every metric and every
+        # per-document value of the one-pass path equals the physically pruned model's bit for bit;
+        # so do the tree and window scores of every family's tiny model (tests/test_set_group.py).
+        "e00ad38720d7fc30",
     ),
 }
 

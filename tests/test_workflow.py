@@ -67,7 +67,7 @@ def test_default_profile_dag():
         "prepare_model": 1,
         "prior": 2,
         "search": 36,
-        "evaluate_selection": 36,
+        "evaluate_selections": 4,  # one per (calibration, M): its nine algorithms' sets in one pass
         "evaluate_dense": 1,
         "aggregate": 1,
         "render": 1,
@@ -80,7 +80,7 @@ def test_seeds_profile_dag():
     # under results/<model>/<calibration>/seed<k>/; the dense model and the aggregate stay single.
     output = run_snakemake("-n", "--configfile", "config.yaml", "config/seeds.yaml").stdout
     counts = job_counts(output)
-    assert counts["prior"] == 2 * 3 and counts["search"] == 36 * 3 and counts["evaluate_selection"] == 36 * 3
+    assert counts["prior"] == 2 * 3 and counts["search"] == 36 * 3 and counts["evaluate_selections"] == 4 * 3
     assert counts["evaluate_dense"] == 1 and counts["aggregate"] == 1
     seeds = {wildcards.get("seed") for rule, wildcards in planned_jobs(output) if rule == "search"}
     assert seeds == {"0", "1", "2"}
@@ -92,7 +92,7 @@ def test_paper_profile_dag():
     jobs = planned_jobs(output)
     counts = Counter(rule for rule, _ in jobs)
     assert counts["search"] == 84  # 3 models x 2 calibrations x 2 budgets x 7 algorithms
-    assert counts["evaluate_selection"] == 84
+    assert counts["evaluate_selections"] == 12  # 3 models x 2 calibrations x 2 budgets
     assert counts["evaluate_dense"] == 3
     assert counts["prior"] == 6
     assert counts["prepare_model"] == 3
@@ -179,10 +179,10 @@ FAKE_CLI = textwrap.dedent(
     elif command == "search":
         write(value("--out-selection"), "{}\\n")
         write(value("--out-trace"))
-    elif command == "evaluate":
-        write(value("--out-metrics"))
-        write(value("--out-raw"), "{}\\n")
-        write(value("--out-samples"))
+    elif command == "evaluate":  # one --out-* of each kind per --selection (a group) or one (dense)
+        for flag, text in (("--out-metrics", "placeholder\\n"), ("--out-raw", "{}\\n"), ("--out-samples", "x")):
+            for index in (i for i, arg in enumerate(argv) if arg == flag):
+                write(argv[index + 1], text)
     elif command == "aggregate":
         for name in ("selections", "metrics", "summary"):
             for ext in ("csv", "parquet"):
@@ -260,11 +260,10 @@ def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
     jobs = planned_jobs(output)
     searches = [w for rule, w in jobs if rule == "search"]
     assert len(searches) == 4 and {w["algorithm"] for w in searches} == {"ga"}
-    evaluations = [w for rule, w in jobs if rule == "evaluate_selection"]
-    assert {w["algorithm"] for w in evaluations} == {"ga"}
+    # Every group holding a ga set reruns; the evaluation cache computes only the ga sets again.
     assert Counter(rule for rule, _ in jobs) == {
         "search": 4,
-        "evaluate_selection": 4,
+        "evaluate_selections": 4,
         "aggregate": 1,
         "render": 1,
         "all": 1,
@@ -273,10 +272,10 @@ def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
 
 def test_adding_a_budget_runs_only_its_jobs(finished):
     jobs = planned_jobs(finished.run("-n", config=("budgets=[2,3,4]",)).stdout)
-    assert {w["budget"] for rule, w in jobs if rule in ("search", "evaluate_selection")} == {"4"}
+    assert {w["budget"] for rule, w in jobs if rule in ("search", "evaluate_selections")} == {"4"}
     assert Counter(rule for rule, _ in jobs) == {
         "search": 12,
-        "evaluate_selection": 12,
+        "evaluate_selections": 2,
         "aggregate": 1,
         "render": 1,
         "all": 1,
@@ -285,10 +284,12 @@ def test_adding_a_budget_runs_only_its_jobs(finished):
 
 def test_adding_an_algorithm_runs_only_its_jobs(finished):
     jobs = planned_jobs(finished.run("-n", config=(f"algorithms=[{','.join(SEVEN)}]",)).stdout)
-    assert {w["algorithm"] for rule, w in jobs if rule in ("search", "evaluate_selection")} == {"fast_block_select"}
+    assert {w["algorithm"] for rule, w in jobs if rule == "search"} == {"fast_block_select"}
+    # The four groups rerun with one more set each: the evaluation cache answers the six others
+    # (tests/test_set_group.py: adding one set computes one new set).
     assert Counter(rule for rule, _ in jobs) == {
         "search": 4,
-        "evaluate_selection": 4,
+        "evaluate_selections": 4,
         "aggregate": 1,
         "render": 1,
         "all": 1,

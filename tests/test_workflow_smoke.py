@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIGURES = ("figure1", "figure2", "figure3")
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 ALGORITHMS = {"one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select"}
-MODEL_RULES = {"prepare_model", "prior", "search", "evaluate_selection", "evaluate_dense"}
+MODEL_RULES = {"prepare_model", "prior", "search", "evaluate_selections", "evaluate_dense"}
 
 
 def executed_rules(output: str) -> set[str]:

@@ -14,6 +14,7 @@ SCORING_MODULES = (
     "engine/dense_capture.py",
     "engine/evaluator.py",
     "engine/scoring.py",
+    "engine/set_group.py",
     "engine/states.py",
     "engine/tree_attention.py",
     "calibration/data.py",

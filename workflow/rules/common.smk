@@ -103,7 +103,7 @@ def eval_cache_dir(wildcards):
 
 
 # One search's files: results/<model>/<calibration>/seed<k>/M<M>/<algorithm>/ (and its log and
-# timing), as wildcard patterns for the search and evaluate_selection rules.
+# timing), as wildcard patterns for the search and evaluate_selections rules.
 SEARCH_PARTS = ("{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}")
 
 
@@ -117,6 +117,28 @@ def search_log(stage):
 
 def search_benchmark(stage):
     return benchmark_path(stage, *SEARCH_PARTS[:-1], "{algorithm}.tsv")
+
+
+def group_outputs(name):
+    """One file per algorithm of a (model, calibration, seed, M) group, in `algorithms` order."""
+    return expand(search_file(name), algorithm=config["algorithms"], allow_missing=True)
+
+
+def selection_and_outputs(wildcards, input, output):
+    """--selection and its three --out-* per algorithm, in the same order."""
+    return " ".join(
+        cli_args(
+            {
+                "selection": selection,
+                "out_metrics": metrics,
+                "out_raw": raw,
+                "out_samples": samples,
+            }
+        )
+        for selection, metrics, raw, samples in zip(
+            input.selections, output.metrics, output.raw, output.samples
+        )
+    )
 
 
 def search_workdir(wildcards):

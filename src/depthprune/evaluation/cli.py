@@ -1,4 +1,4 @@
-"""``depthprune evaluate``: perplexity + zero-shot accuracy of one model with one removed set."""
+"""``depthprune evaluate``: perplexity + zero-shot accuracy of a model without one or more removed sets."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ def register(subparsers) -> None:
         description=(
             "Evaluate one model without the blocks of --selection or --removed (neither: the dense model) "
             "on WikiText-2/C4 perplexity and lm-eval tasks; write tidy metrics.csv and the raw lm-eval JSON. "
-            "Identical removed sets are evaluated once per model (content-addressed cache)."
+            "--selection may be repeated (with one --out-* of each kind per selection): the sets are "
+            "evaluated in one pass that runs the blocks they share once. Identical removed sets are "
+            "evaluated once per model (content-addressed cache), so only sets not yet cached are computed."
         ),
     )
     from depthprune.cli_common import add_model_args
@@ -28,7 +30,11 @@ def register(subparsers) -> None:
     add_model_args(parser)
     which = parser.add_argument_group("removed set and its labels")
     chosen = which.add_mutually_exclusive_group()
-    chosen.add_argument("--selection", help="selection.json of a search (gives removed set and labels)")
+    chosen.add_argument(
+        "--selection",
+        action="append",
+        help="selection.json of a search (gives removed set and labels); repeatable: a group in one pass",
+    )
     chosen.add_argument("--removed", help='blocks to remove, e.g. "3 5 7" (0-based)')
     which.add_argument("--calibration", help="label (default: from --selection, else 'none')")
     which.add_argument("--budget", type=int, help="label M (default: from --selection, else the removed count)")
@@ -40,9 +46,13 @@ def register(subparsers) -> None:
     from depthprune.cli_common import add_recompute_arg
 
     add_recompute_arg(out)
-    out.add_argument("--out-metrics", help="tidy metrics CSV to write (atomically)")
-    out.add_argument("--out-raw", help="raw lm-eval results JSON to write (atomically)")
-    out.add_argument("--out-samples", help="per-document scores and per-window NLLs, Parquet (atomically)")
+    out.add_argument("--out-metrics", action="append", help="tidy metrics CSV to write (atomically); one per set")
+    out.add_argument("--out-raw", action="append", help="raw lm-eval results JSON to write (atomically); one per set")
+    out.add_argument(
+        "--out-samples",
+        action="append",
+        help="per-document scores and per-window NLLs, Parquet (atomically); one per set",
+    )
     parser.set_defaults(func=main)
 
 
@@ -126,54 +136,80 @@ def model_identity(args) -> dict:
     }
 
 
-def removed_and_labels(args, model_name: str):
-    """The removed set and its labels, from --selection, --removed or neither (dense)."""
+def removed_and_labels(args, model_name: str) -> list:
+    """(removed set, labels) per set: one per --selection, else one from --removed or neither (dense)."""
     from depthprune.evaluation.run import Labels
     from depthprune.io import parse_layers, read_json
 
-    calibration, budget, algorithm = args.calibration, args.budget, args.algorithm
-    if args.selection:
-        selection = read_json(args.selection)
+    if not args.selection:
+        removed = parse_layers(args.removed)
+        return [(removed, Labels.for_removed(model_name, removed, args.calibration, args.budget, args.algorithm))]
+    if len(args.selection) > 1 and (args.calibration or args.budget is not None or args.algorithm):
+        raise ValueError(
+            "--calibration/--budget/--algorithm label one set; with several --selection they come from each file"
+        )
+    sets = []
+    for path in args.selection:
+        selection = read_json(path)
         if "removed" not in selection:
-            raise KeyError(f"{args.selection}: no 'removed' field (not a selection.json?)")
+            raise KeyError(f"{path}: no 'removed' field (not a selection.json?)")
         removed = parse_layers(selection["removed"])
         if selection.get("model") not in (None, model_name):
-            log.warning(
-                "%s was selected on model %r; evaluating it on %r", args.selection, selection["model"], model_name
-            )
-        calibration = calibration or selection.get("calibration")
-        budget = selection.get("budget") if budget is None else budget
-        algorithm = algorithm or selection.get("algorithm")
-    else:
-        removed = parse_layers(args.removed)
-    return removed, Labels.for_removed(model_name, removed, calibration, budget, algorithm)
+            log.warning("%s was selected on model %r; evaluating it on %r", path, selection["model"], model_name)
+        labels = Labels.for_removed(
+            model_name,
+            removed,
+            args.calibration or selection.get("calibration"),
+            selection.get("budget") if args.budget is None else args.budget,
+            args.algorithm or selection.get("algorithm"),
+        )
+        sets.append((removed, labels))
+    return sets
+
+
+def outputs_per_set(args, n_sets: int) -> list[tuple]:
+    """(metrics, raw, samples) paths per set; each --out-* given is given once per set."""
+    columns = []
+    for option in ("out_metrics", "out_raw", "out_samples"):
+        paths = getattr(args, option) or []
+        if paths and len(paths) != n_sets:
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(f"{flag} given {len(paths)} times for {n_sets} removed set(s): give it once per set")
+        columns.append(paths or [None] * n_sets)
+    return list(zip(*columns))
 
 
 def main(args) -> int:
     from depthprune.cli_common import load_model_from_args
     from depthprune.evaluation.cache import EvalCache
-    from depthprune.evaluation.run import evaluate_removed, write_outputs
+    from depthprune.evaluation.run import evaluate_removed_sets, write_outputs
     from depthprune.models.loading import default_name
 
     start = time.perf_counter()
     settings = settings_from_args(args)
     name = args.name or default_name(args.model)
-    removed, labels = removed_and_labels(args, name)
+    sets = removed_and_labels(args, name)
+    outputs = outputs_per_set(args, len(sets))
     cache = None if args.no_eval_cache else EvalCache(args.cache_dir or eval_cache_dir(name))
-    evaluation = evaluate_removed(
+    evaluations = evaluate_removed_sets(
         model_identity=model_identity(args),
-        removed=removed,
+        removed_sets=[removed for removed, _ in sets],
         settings=settings,
         load=lambda: load_model_from_args(args),
         cache=cache,
         read_cache=not args.recompute,
     )
-    frame = write_outputs(evaluation, labels, settings, args.out_metrics, args.out_raw, args.out_samples)
     seconds = time.perf_counter() - start
-    source = f"cache hit {evaluation.cache_key[:12]}" if evaluation.cache_hit else "evaluated"
+    for (removed, labels), evaluation, (metrics, raw, samples) in zip(sets, evaluations, outputs):
+        frame = write_outputs(evaluation, labels, settings, metrics, raw, samples)
+        source = f"cache hit {evaluation.cache_key[:12]}" if evaluation.cache_hit else "evaluated"
+        print(
+            f"{labels.model} removed=[{' '.join(map(str, removed))}] "
+            f"({labels.calibration}/{labels.algorithm}/M={labels.budget}): {source}"
+        )
+        print(frame[["benchmark", "metric", "value", "stderr", "n", "headline"]].to_string(index=False))
+    computed = sum(not e.cache_hit for e in evaluations)
     print(
-        f"{labels.model} removed=[{' '.join(map(str, removed))}] "
-        f"({labels.calibration}/{labels.algorithm}/M={labels.budget}): {source} in {seconds:.2f}s"
+        f"{len(evaluations)} set(s), {computed} computed, {len(evaluations) - computed} from the cache, in {seconds:.2f}s"
     )
-    print(frame[["benchmark", "metric", "value", "stderr", "n", "headline"]].to_string(index=False))
     return 0

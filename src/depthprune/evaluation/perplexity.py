@@ -191,6 +191,32 @@ def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_c
 
 
 @torch.inference_mode()
+def engine_window_nll_sums_for_sets(
+    model, windows: torch.Tensor, batch_size: int, sets, head_chunk: int = 2048
+) -> tuple[dict[tuple[int, ...], torch.Tensor], object]:
+    """As ``engine_window_nll_sums``, for the unpruned ``model`` without each of ``sets``, sharing
+    the blocks the sets have in common (depthprune.engine.set_group). Returns ({set: sums}, stats)."""
+    from depthprune.engine.set_group import SetGroupScorer
+
+    scorer = SetGroupScorer(model, sets, head_chunk)
+    backbone = scorer.family.backbone(model)
+    sums: dict[tuple[int, ...], list[float]] = {key: [] for key in scorer.sets}
+    for start in range(0, len(windows), batch_size):
+        batch = windows[start : start + batch_size].to(scorer.device)
+        # Every position but the last of each row, in the flattened [B*T] states.
+        positions = (torch.arange(batch.shape[0])[:, None] * batch.shape[1] + torch.arange(batch.shape[1] - 1)).reshape(
+            -1
+        )
+        targets = batch[:, 1:].reshape(-1)
+        per_set = scorer.score(
+            lambda batch=batch: backbone(input_ids=batch, use_cache=False), positions, targets, batch.numel()
+        )
+        for key, (picked, _) in per_set.items():
+            sums[key].extend(float(-x) for x in picked.view(batch.shape[0], -1).sum(dim=1))
+    return {key: torch.tensor(values, dtype=torch.float64) for key, values in sums.items()}, scorer.stats
+
+
+@torch.inference_mode()
 def window_nll_sums(
     model, windows: torch.Tensor, batch_size: int, desc: str = "perplexity", engine: str = "depthprune"
 ) -> torch.Tensor:
@@ -218,6 +244,11 @@ def perplexity_of_windows(
 ) -> PerplexityResult:
     start = time.perf_counter()
     sums = window_nll_sums(model, windows, batch_size, desc=benchmark, engine=engine)
+    return perplexity_from_sums(sums, windows, benchmark, time.perf_counter() - start)
+
+
+def perplexity_from_sums(sums: torch.Tensor, windows: torch.Tensor, benchmark: str, seconds: float) -> PerplexityResult:
+    """Perplexity, its delta-method stderr and the per-window NLLs from the windows' summed NLLs."""
     per_window = windows.shape[1] - 1  # the first token of a window is never predicted
     n_tokens = per_window * len(windows)
     mean_nll = float(sums.sum()) / n_tokens
@@ -234,7 +265,7 @@ def perplexity_of_windows(
         n_tokens=n_tokens,
         n_windows=len(windows),
         seq_len=int(windows.shape[1]),
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
         window_nll=tuple(float(v) for v in sums),
     )
 
@@ -251,21 +282,53 @@ def evaluate_perplexity(
     engine: str = "depthprune",
 ) -> PerplexityResult:
     """Perplexity of ``model`` on ``benchmark`` ("wikitext2" or "c4"); see the module docstring."""
-    if benchmark not in CORPORA:
-        raise ValueError(f"no perplexity corpus named {benchmark!r}; choose from {', '.join(CORPORA)}")
     start = time.perf_counter()
-    texts = load_corpus_texts(benchmark, data_dir)
-    ids = tokenize_corpus(tokenizer, texts, max_tokens)
-    windows = split_windows(ids, seq_len, benchmark)
+    windows = corpus_windows(tokenizer, benchmark, seq_len, max_tokens, data_dir)
     result = perplexity_of_windows(model, windows, batch_size, benchmark, engine=engine)
     seconds = time.perf_counter() - start
+    _log_result(result, seconds)
+    return dataclasses.replace(result, seconds=seconds)  # include loading and tokenising
+
+
+def evaluate_perplexity_for_sets(
+    model,
+    tokenizer,
+    benchmark: str,
+    sets,
+    *,
+    seq_len: int,
+    max_tokens: int | None = None,
+    batch_size: int = 8,
+    data_dir: str | Path | None = None,
+) -> tuple[dict[tuple[int, ...], PerplexityResult], object]:
+    """``evaluate_perplexity`` of the unpruned ``model`` without each of ``sets``, sharing the blocks
+    the sets have in common (depthprune.engine.set_group). Each result's ``seconds`` is its share
+    of the group's wall time. Returns ({set: result}, blocks-run stats)."""
+    start = time.perf_counter()
+    windows = corpus_windows(tokenizer, benchmark, seq_len, max_tokens, data_dir)
+    sums, stats = engine_window_nll_sums_for_sets(model, windows, batch_size, sets)
+    seconds = (time.perf_counter() - start) / len(sums)
+    results = {key: perplexity_from_sums(values, windows, benchmark, seconds) for key, values in sums.items()}
+    for result in results.values():
+        _log_result(result, seconds)
+    return results, stats
+
+
+def corpus_windows(tokenizer, benchmark: str, seq_len: int, max_tokens: int | None, data_dir) -> torch.Tensor:
+    """The benchmark's token windows [W, seq_len] (see the module docstring)."""
+    if benchmark not in CORPORA:
+        raise ValueError(f"no perplexity corpus named {benchmark!r}; choose from {', '.join(CORPORA)}")
+    texts = load_corpus_texts(benchmark, data_dir)
+    return split_windows(tokenize_corpus(tokenizer, texts, max_tokens), seq_len, benchmark)
+
+
+def _log_result(result: PerplexityResult, seconds: float) -> None:
     log.info(
         "%s: perplexity %.4f over %d tokens (%d windows of %d) in %.1fs",
-        benchmark,
+        result.benchmark,
         result.perplexity,
         result.n_tokens,
         result.n_windows,
-        seq_len,
+        result.seq_len,
         seconds,
     )
-    return dataclasses.replace(result, seconds=seconds)  # include loading and tokenising

@@ -1,8 +1,9 @@
 """Evaluate one model with one removed set: perplexities + lm-eval tasks, cached, as tidy rows.
 
-``evaluate_model`` scores a model as it is (already pruned or dense). ``evaluate_removed`` is what the
-command line and the pipeline use: it looks the (model, removed set, settings) up in the
-content-addressed cache first and only loads and prunes the model on a miss. ``metrics_frame`` /
+``evaluate_model`` scores a model as it is (already pruned or dense); ``evaluate_sets`` scores the
+unpruned model without each of a group of removed sets in one pass, sharing their common blocks.
+``evaluate_removed_sets`` is what the command line and the pipeline use: it looks each (model,
+removed set, settings) up in the content-addressed cache first and loads the model only on a miss. ``metrics_frame`` /
 ``write_outputs`` turn a result into the tidy ``metrics.csv`` of docs/architecture.md plus the raw
 lm-eval JSON, labelled with the caller's calibration/budget/algorithm.
 """
@@ -135,6 +136,95 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=(), engine:
     return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw, samples=samples)
 
 
+def evaluate_sets(model, tokenizer, settings: EvalSettings, sets) -> dict[tuple[int, ...], Evaluation]:
+    """Score the unpruned ``model`` without each of ``sets`` on ``settings.benchmarks``, in one pass.
+
+    Each benchmark's rows (perplexity windows, lm-eval requests) are made once and scored for every
+    set through the batch trie of depthprune.engine.set_group, so the blocks that sets share below
+    their first difference run once. lm-eval then runs each task once per set on those scores, with
+    its own prompts, filters and metrics. Per set, the result equals ``evaluate_model`` of the
+    physically pruned model (tests/test_set_group.py). A set's ``seconds`` are its share of the
+    group's wall time."""
+    from depthprune.evaluation import harness
+    from depthprune.evaluation.perplexity import evaluate_perplexity_for_sets
+    from depthprune.models.loading import dtype_name
+
+    sets = list(dict.fromkeys(parse_layers(s) for s in sets))
+    model.eval()
+    parts = {s: {"metrics": [], "seconds": {}, "perplexity": {}, "runs": [], "samples": []} for s in sets}
+    blocks = {"blocks_run": 0, "naive_blocks": 0}
+    progress = Progress(
+        f"evaluate {len(sets)} removed set(s)", total=len(settings.benchmarks), unit="benchmarks", interval=0.0
+    )
+    offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
+    with offline:
+        for benchmark in (b for b in settings.benchmarks if b in CORPUS_PERPLEXITIES):
+            started = time.perf_counter()
+            results, stats = evaluate_perplexity_for_sets(
+                model,
+                tokenizer,
+                benchmark,
+                sets,
+                seq_len=settings.ppl_seq_len,
+                max_tokens=settings.ppl_max_tokens,
+                batch_size=settings.batch_size,
+                data_dir=settings.data_dir,
+            )
+            blocks["blocks_run"] += stats.blocks_run
+            blocks["naive_blocks"] += stats.naive_blocks
+            for s in sets:
+                result, part = results[s], parts[s]
+                part["metrics"].append(
+                    MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens)
+                )
+                part["seconds"][benchmark] = result.seconds
+                part["perplexity"][benchmark] = result.to_dict()
+                part["samples"].extend(result.sample_rows())
+            progress.step(note=f"{benchmark} took {time.perf_counter() - started:.1f}s")
+        tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
+        if tasks:
+            with harness.task_manager(settings.data_dir, tasks) as manager:
+                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine="depthprune")
+                lm.use_set_group(sets)
+                for task in tasks:
+                    started = time.perf_counter()
+                    for s in sets:  # the first run scores the task's requests for every set
+                        lm.active_set = s
+                        run = harness.run_task(
+                            lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
+                        )
+                        parts[s]["metrics"].extend(run.metrics)
+                        parts[s]["runs"].append(run.results)
+                        parts[s]["samples"].extend(run.samples or [])
+                    seconds = time.perf_counter() - started
+                    for s in sets:
+                        parts[s]["seconds"][task] = seconds / len(sets)
+                    progress.step(note=f"{task} took {seconds:.1f}s")
+                blocks["blocks_run"] += lm.group_stats.blocks_run
+                blocks["naive_blocks"] += lm.group_stats.naive_blocks
+    log.info(
+        "%d removed set(s): %d blocks run, %d if each model ran on its own",
+        len(sets),
+        blocks["blocks_run"],
+        blocks["naive_blocks"],
+    )
+    evaluations = {}
+    for s in sets:
+        part = parts[s]
+        raw = harness.merge_results(part["runs"])
+        raw["depthprune"] = {
+            "removed": list(s),
+            "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
+            "perplexity": part["perplexity"],
+            "seconds": part["seconds"],
+            "set_group": {"sets": [list(t) for t in sets], **blocks},
+        }
+        evaluations[s] = Evaluation(
+            removed=s, metrics=part["metrics"], seconds=part["seconds"], raw=raw, samples=part["samples"]
+        )
+    return evaluations
+
+
 def check_data(settings: EvalSettings) -> None:
     """Fail before loading any model if the offline mirror lacks a file the benchmarks need."""
     if settings.data_dir is None:
@@ -186,71 +276,90 @@ def cache_payload(model_identity: dict, removed, settings: EvalSettings) -> dict
     }
 
 
-def evaluate_removed(
+def evaluate_removed(*, removed, **kwargs) -> Evaluation:
+    """``evaluate_removed_sets`` for one removed set."""
+    return evaluate_removed_sets(removed_sets=[removed], **kwargs)[0]
+
+
+def evaluate_removed_sets(
     *,
     model_identity: dict,
-    removed,
+    removed_sets,
     settings: EvalSettings,
     load: Callable[[], object],
     cache: EvalCache | None = None,
     read_cache: bool = True,
-) -> Evaluation:
-    """Evaluate the model (``load()`` -> LoadedModel) without blocks ``removed``, through the cache.
+) -> list[Evaluation]:
+    """Evaluate the model (``load()`` -> LoadedModel) without each of ``removed_sets``, through the
+    cache, in the order given.
 
     ``model_identity`` (content fingerprint, resolved dtype, device, scoring version) stands for
-    the model in the cache key. On a hit nothing is loaded. ``read_cache=False`` (--recompute):
-    evaluate again and replace the cached entry.
+    the model in the cache key. Sets found in the cache are answered from it; the others are
+    computed together in one pass over the benchmarks (``evaluate_sets``: blocks shared below the
+    sets' first differences run once) and stored one entry per set, so a rerun with one more set
+    computes that set only. Nothing is loaded when every set is a hit. ``read_cache=False``
+    (--recompute): evaluate every set again and replace its entry.
     """
-    removed = parse_layers(removed)
+    sets = [parse_layers(removed) for removed in removed_sets]
+    distinct = list(dict.fromkeys(sets))
     check_data(settings)
-    payload = cache_payload(model_identity, removed, settings)
-    key = cache_key(payload)
+    payloads = {s: cache_payload(model_identity, s, settings) for s in distinct}
+    keys = {s: cache_key(payload) for s, payload in payloads.items()}
     if cache is None:
-        return _compute(load, removed, settings, key, payload)
-    with cache.lock(key):
-        entry = cache.get(key) if read_cache else None
-        if entry is not None and entry.samples is None:
-            # Written before per-document results were kept: evaluate again (once) to add them.
-            log.info("evaluation cache entry %s lacks per-document results; re-evaluating", key[:12])
-            entry = None
-        if entry is not None:
-            log.info("evaluation cache hit %s (removed %r)", key[:12], format_layers(removed))
-            return Evaluation(
-                removed=removed,
-                metrics=[MetricValue(**row) for row in entry.metrics],
-                seconds=entry.seconds,
-                raw=entry.raw,
-                cache_key=key,
-                cache_hit=True,
-                samples=entry.samples,
-            )
-        evaluation = _compute(load, removed, settings, key, payload)
-        cache.put(
-            CacheEntry(
-                key=key,
-                payload=payload,
-                metrics=[dataclasses.asdict(m) for m in evaluation.metrics],
-                seconds=evaluation.seconds,
-                raw=evaluation.raw,
-                samples=evaluation.samples,
-            )
-        )
-        return evaluation
+        found = _compute(load, distinct, settings, keys, payloads)
+        return [found[s] for s in sets]
+    with contextlib.ExitStack() as locks:
+        for s in sorted(distinct, key=keys.get):  # one global order: jobs sharing sets cannot deadlock
+            locks.enter_context(cache.lock(keys[s]))
+        found = {}
+        for s in distinct:
+            entry = cache.get(keys[s]) if read_cache else None
+            if entry is not None and entry.samples is None:
+                # Written before per-document results were kept: evaluate again (once) to add them.
+                log.info("evaluation cache entry %s lacks per-document results; re-evaluating", keys[s][:12])
+                entry = None
+            if entry is not None:
+                log.info("evaluation cache hit %s (removed %r)", keys[s][:12], format_layers(s))
+                found[s] = Evaluation(
+                    removed=s,
+                    metrics=[MetricValue(**row) for row in entry.metrics],
+                    seconds=entry.seconds,
+                    raw=entry.raw,
+                    cache_key=keys[s],
+                    cache_hit=True,
+                    samples=entry.samples,
+                )
+        missing = [s for s in distinct if s not in found]
+        if missing:
+            log.info("evaluating %d of %d removed sets (%d cache hits)", len(missing), len(distinct), len(found))
+            computed = _compute(load, missing, settings, keys, payloads)
+            for s in missing:
+                evaluation = computed[s]
+                cache.put(
+                    CacheEntry(
+                        key=keys[s],
+                        payload=payloads[s],
+                        metrics=[dataclasses.asdict(m) for m in evaluation.metrics],
+                        seconds=evaluation.seconds,
+                        raw=evaluation.raw,
+                        samples=evaluation.samples,
+                    )
+                )
+            found.update(computed)
+    return [found[s] for s in sets]
 
 
-def _compute(load, removed, settings, key, payload) -> Evaluation:
+def _compute(load, sets, settings, keys, payloads) -> dict[tuple[int, ...], Evaluation]:
+    """Load the unpruned model once and evaluate it without each of ``sets`` together."""
     start = time.perf_counter()
     loaded = load()
-    if removed:
-        from depthprune.models.pruning import remove_blocks
-
-        remove_blocks(loaded.model, removed)
-    load_seconds = time.perf_counter() - start
-    evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed)
-    evaluation.seconds = {"load": load_seconds, **evaluation.seconds}
-    evaluation.cache_key = key
-    evaluation.raw["depthprune"].update(cache_key=key, key=payload, seconds=evaluation.seconds)
-    return evaluation
+    load_seconds = (time.perf_counter() - start) / len(sets)
+    evaluations = evaluate_sets(loaded.model, loaded.tokenizer, settings, sets)
+    for s, evaluation in evaluations.items():
+        evaluation.seconds = {"load": load_seconds, **evaluation.seconds}
+        evaluation.cache_key = keys[s]
+        evaluation.raw["depthprune"].update(cache_key=keys[s], key=payloads[s], seconds=evaluation.seconds)
+    return evaluations
 
 
 def metrics_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings):

@@ -6,12 +6,15 @@ tokens per perplexity benchmark, the first 100 documents of each lm-eval task in
 8, the model in the preset's dtype: auto), prints each benchmark's figures and seconds, and last ``evaluate: seconds_per_model=S``
 (loading + pruning + all nine benchmarks; the evaluation cache is not used).
 
-``--compare`` evaluates the dense model and three pruned sets (``--compare-sets``) in float32
-through lm-eval's HFLM (today's path: full logits, one sequence per choice) and through the
-scoring engine (evaluation/engine_lm.py), in one process, and ends with
-``evaluate: seconds_ratio=R max_abs_loglik_diff=D metrics_equal=yes|no`` (R: engine seconds / HFLM
-seconds over all models and benchmarks; D: the largest difference of any lm-eval request's
-log-likelihood; metrics equal: accuracies identical, perplexities within 1e-5 relative).
+``--compare`` evaluates the dense model and three pruned sets (``--compare-sets``) in float32, in
+one process, three ways: through lm-eval's HFLM one pruned model at a time (full logits, one
+sequence per choice), through the scoring engine one pruned model at a time (evaluation/engine_lm.py),
+and through the engine with all four sets in one pass, as the pipeline runs them (shared contexts,
+head at continuations, blocks shared below the sets' first differences run once:
+depthprune.engine.set_group). It ends with ``evaluate: seconds_ratio=R max_abs_loglik_diff=D
+metrics_equal=yes|no`` (R: one-pass seconds / HFLM seconds over all models and benchmarks, model
+loading excluded; D: the largest difference of any lm-eval request's log-likelihood from HFLM's, on
+either engine path; metrics equal: accuracies identical, perplexities within 1e-5 relative).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def run(args) -> int:
 
 def run_compare(args) -> int:
     from depthprune.evaluation import harness
-    from depthprune.evaluation.run import check_data, evaluate_model
+    from depthprune.evaluation.run import check_data, evaluate_model, evaluate_sets
     from depthprune.io import parse_layers
     from depthprune.models.loading import load_model
     from depthprune.models.pruning import remove_blocks
@@ -88,23 +91,31 @@ def run_compare(args) -> int:
     sets = [()] + [parse_layers(text) for text in args.compare_sets]
     make_lm = harness.make_lm
     recorded: dict[str, dict] = {}
+    current = {"removed": (), "path": "hflm"}
 
     def recording_make_lm(model, tokenizer, batch_size, engine=harness.LM_ENGINE):
         lm = make_lm(model, tokenizer, batch_size, engine=engine)
-        answers = recorded.setdefault(engine, {})
+        answers = recorded.setdefault(current["path"], {})
         inner = lm.loglikelihood
 
         def loglikelihood(requests, disable_tqdm=False):
             results = inner(requests, disable_tqdm=disable_tqdm)
+            removed = lm.active_set if getattr(lm, "set_group", None) else current["removed"]
             for request, result in zip(requests, results):
-                answers[(current["removed"], request.task_name, request.doc_id, request.idx, request.args)] = result[0]
+                answers[(tuple(removed), request.task_name, request.doc_id, request.idx, request.args)] = result[0]
             return results
 
         lm.loglikelihood = loglikelihood
         return lm
 
-    current = {"removed": ()}
-    totals = {"hflm": 0.0, "depthprune": 0.0}
+    def load(removed=()):
+        loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
+        if removed:
+            remove_blocks(loaded.model, removed)
+        return loaded
+
+    paths = ("hflm", "engine", "grouped")
+    totals = dict.fromkeys(paths, 0.0)
     metrics: dict[tuple, float] = {}
     harness.make_lm = recording_make_lm
     try:
@@ -112,37 +123,48 @@ def run_compare(args) -> int:
             f"compare: model {args.model} float32, sets {['dense'] + args.compare_sets}, limit={settings.limit}, "
             f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
         )
-        for removed in sets:
-            for engine in ("hflm", "depthprune"):
-                loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
-                if removed:
-                    remove_blocks(loaded.model, removed)
-                current["removed"] = removed
+        for removed in sets:  # today's path and the engine, one pruned model at a time
+            for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
+                loaded, current["removed"], current["path"] = load(removed), removed, path
                 evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed, engine=engine)
-                seconds = sum(evaluation.seconds.values())
-                totals[engine] += seconds
-                for m in evaluation.metrics:
-                    metrics[(removed, m.benchmark, m.metric, engine)] = m.value
-                per = " ".join(f"{b}={t:.1f}" for b, t in evaluation.seconds.items())
-                print(f"removed=[{' '.join(map(str, removed))}] {engine}: seconds={seconds:.1f} ({per})", flush=True)
+                _record(path, {removed: evaluation}, totals, metrics)
+        loaded, current["path"] = load(), "grouped"  # the pipeline's path: all sets in one pass
+        _record("grouped", evaluate_sets(loaded.model, loaded.tokenizer, settings, sets), totals, metrics)
     finally:
         harness.make_lm = make_lm
-    theirs, ours = recorded.get("hflm", {}), recorded.get("depthprune", {})
-    if set(theirs) != set(ours):
-        raise RuntimeError("the two paths saw different lm-eval requests")
-    diff = max((abs(theirs[k] - ours[k]) for k in theirs), default=0.0)
-    equal = True
-    for (removed, benchmark, metric, engine), value in metrics.items():
-        if engine != "hflm":
-            continue
-        other = metrics[(removed, benchmark, metric, "depthprune")]
-        same = abs(other - value) <= 1e-5 * abs(value) if metric == "perplexity" else other == value
-        if not same:
-            equal = False
-            print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} engine={other}")
-    print(f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} engine={totals['depthprune']:.1f}")
+    theirs = recorded.get("hflm", {})
+    diff, equal = 0.0, True
+    for path in ("engine", "grouped"):
+        ours = recorded.get(path, {})
+        if set(theirs) != set(ours):
+            raise RuntimeError(f"the hflm and {path} paths saw different lm-eval requests")
+        diff = max([diff, *(abs(theirs[k] - ours[k]) for k in theirs)])
+        for (removed, benchmark, metric, name), value in metrics.items():
+            if name != "hflm":
+                continue
+            other = metrics[(removed, benchmark, metric, path)]
+            same = abs(other - value) <= 1e-5 * abs(value) if metric == "perplexity" else other == value
+            if not same:
+                equal = False
+                print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} {path}={other}")
     print(
-        f"evaluate: seconds_ratio={totals['depthprune'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
+        f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} "
+        f"engine one model at a time={totals['engine']:.1f} ({totals['engine'] / totals['hflm']:.3f} of hflm) "
+        f"engine, all sets in one pass={totals['grouped']:.1f}"
+    )
+    print(
+        f"evaluate: seconds_ratio={totals['grouped'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
         f"metrics_equal={'yes' if equal else 'no'}"
     )
     return 0
+
+
+def _record(path: str, evaluations: dict, totals: dict, metrics: dict) -> None:
+    """Add a path's seconds and metrics; print each set's seconds per benchmark (model load excluded)."""
+    for removed, evaluation in evaluations.items():
+        seconds = sum(evaluation.seconds.values())
+        totals[path] += seconds
+        for m in evaluation.metrics:
+            metrics[(removed, m.benchmark, m.metric, path)] = m.value
+        per = " ".join(f"{b}={t:.1f}" for b, t in evaluation.seconds.items())
+        print(f"removed=[{' '.join(map(str, removed))}] {path}: seconds={seconds:.1f} ({per})", flush=True)
