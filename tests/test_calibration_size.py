@@ -9,6 +9,7 @@ import pytest
 
 from depthprune.calibration.variants import CalibrationVariant, parse_label, parse_size, study_variants
 from depthprune.reporting.calibration_size import (
+    add_bootstrap_intervals,
     calibration_size_table,
     mean_pairwise_jaccard,
     render_calibration_size,
@@ -126,6 +127,52 @@ def test_statistics_across_seeds():
     # sizes in increasing order within a calibration and algorithm
     order = calibration_size_table(synthetic_summary())
     assert list(order[(order.calibration == "tlm_cs170k") & (order.algorithm == "greedy")]["size"]) == ["8", "32"]
+
+
+def synthetic_samples(n_docs: int = 40) -> pd.DataFrame:
+    """Per-document accuracies of the TLM runs of ``synthetic_summary`` on the six zero-shot tasks: at
+    8 items seed k answers the first 10 k documents of every task right (0, 25, 50 % correct); at 32
+    items every seed answers every even document right (50 %)."""
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+
+    rows = []
+    for size, seeds in (("n8", (0, 1, 2)), ("n32", (0, 1, 2))):
+        for seed in seeds:
+            for benchmark in ZERO_SHOT_BENCHMARKS:
+                for unit in range(n_docs):
+                    right = unit < 10 * seed if size == "n8" else unit % 2 == 0
+                    rows.append(
+                        {
+                            "model": "m",
+                            "calibration": f"tlm_cs170k-{size}-s{seed}",
+                            "budget": 2,
+                            "algorithm": "one_shot",
+                            "removed": "",
+                            "benchmark": benchmark,
+                            "unit": unit,
+                            "metric": "acc",
+                            "value": float(right),
+                            "headline": True,
+                            "seed": seed,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_bootstrap_intervals_of_the_mean_over_seeds():
+    table = add_bootstrap_intervals(calibration_size_table(synthetic_summary()), synthetic_samples(), n_resamples=400)
+    rows = table.set_index(["calibration", "size", "algorithm"])
+    small, large = rows.loc[("tlm_cs170k", "8", "one_shot")], rows.loc[("tlm_cs170k", "32", "one_shot")]
+    # mean over seeds of 0, 25 and 50 % correct: 25 %, and the documents' resampling moves it
+    assert (
+        small["avg_accuracy_lo"] < 0.25 < small["avg_accuracy_hi"]
+        and small["avg_accuracy_hi"] - small["avg_accuracy_lo"] < 0.2
+    )
+    assert large["avg_accuracy_lo"] < 0.5 < large["avg_accuracy_hi"]
+    # no perplexity documents: no perplexity interval; runs without samples: no interval at all
+    assert math.isnan(small["avg_perplexity_lo"]) and math.isnan(
+        rows.loc[("tlm_cs170k", "8", "greedy")]["avg_accuracy_lo"]
+    )
 
 
 def test_render_writes_figure_and_tables(tmp_path):

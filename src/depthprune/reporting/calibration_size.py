@@ -11,7 +11,9 @@ size, M and algorithm, across seeds:
   across seeds of one size, not across objectives);
 - ``avg_accuracy_mean`` / ``_std`` (six zero-shot tasks) and ``avg_perplexity_geomean`` (WikiText-2,
   C4, LAMBADA; geometric mean over seeds, since perplexities of pruned models span decades), with the
-  spread over seeds (min–max).
+  spread over seeds (min–max) and, from the per-document results, a 95 % paired-bootstrap interval
+  over the evaluation documents of the same mean over seeds (``avg_accuracy_lo``/``_hi``,
+  ``avg_perplexity_lo``/``_hi``; reporting/bootstrap.py, docs/method.md §7).
 
 A size is called *stable* for an algorithm when ``jaccard_mean`` >= ``STABLE_JACCARD`` (0.5): with
 M = 7, two seeds then share at least 5 of the 7 removed blocks on average (5 shared: 5/9 = 0.56;
@@ -35,6 +37,7 @@ import pandas as pd
 from depthprune.calibration.variants import parse_label
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import calibration_kind
+from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates, interval
 from depthprune.reporting.style import (
     algorithm_marker,
     algorithm_name,
@@ -135,6 +138,43 @@ def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE
     return table.drop(columns=["_order", "_alg"]).reset_index(drop=True)
 
 
+def add_bootstrap_intervals(
+    table: pd.DataFrame, samples: pd.DataFrame | None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
+    """95 % paired-bootstrap intervals (over evaluation documents) of each row's mean accuracy and
+    geometric-mean perplexity over seeds; NaN without per-document results."""
+    table = table.copy()
+    for column in ("avg_accuracy_lo", "avg_accuracy_hi", "avg_perplexity_lo", "avg_perplexity_hi"):
+        table[column] = math.nan
+    if samples is None or samples.empty or table.empty or "seed" not in samples:
+        return table
+    # One bootstrap run per (calibration, seed): the seed joins the calibration label of the run key.
+    runs = samples.assign(calibration=samples["calibration"] + "#" + samples["seed"].astype(str))
+    replicates = document_replicates(runs, n_resamples, seed)
+    if replicates is None:
+        return table
+    keys = replicates.keys
+    pruned = keys["calibration"].str.split("#").str[0].map(calibration_kind).isin(["tlm", "ppl"])
+    sizes = pd.DataFrame(
+        [_size_columns(c.split("#")[0]) if p else {} for c, p in zip(keys["calibration"], pruned)], index=keys.index
+    )
+    for index, row in table.iterrows():
+        columns = np.flatnonzero(
+            (keys["model"] == row["model"]).to_numpy()
+            & (sizes.get("calibration") == row["calibration"]).to_numpy()
+            & (sizes.get("size") == row["size"]).to_numpy()
+            & (keys["budget"] == row["budget"]).to_numpy()
+            & (keys["algorithm"] == row["algorithm"]).to_numpy()
+        )
+        if not len(columns):
+            continue
+        accuracy = replicates.avg_accuracy[:, columns].mean(axis=1)
+        perplexity = np.exp(np.log(replicates.avg_perplexity[:, columns]).mean(axis=1))
+        table.loc[index, ["avg_accuracy_lo", "avg_accuracy_hi"]] = interval(accuracy)
+        table.loc[index, ["avg_perplexity_lo", "avg_perplexity_hi"]] = interval(perplexity)
+    return table
+
+
 def _size_order(row) -> float:
     """Sizes in order of calibration tokens (documents x length; TLM: items)."""
     if row["n_samples"] is None or pd.isna(row["n_samples"]):
@@ -149,8 +189,18 @@ def report_table(table: pd.DataFrame) -> ReportTable:
             f"{fmt_percent(lo)}–{fmt_percent(hi)}"
             for lo, hi in zip(frame["avg_accuracy_min"], frame["avg_accuracy_max"])
         ]
+        frame["accuracy_interval"] = [
+            f"{fmt_percent(lo)}–{fmt_percent(hi)}" if pd.notna(lo) else "–"
+            for lo, hi in zip(frame["avg_accuracy_lo"], frame["avg_accuracy_hi"])
+        ]
+        frame["perplexity_interval"] = [
+            f"{fmt_perplexity(lo)}–{fmt_perplexity(hi)}" if pd.notna(lo) else "–"
+            for lo, hi in zip(frame["avg_perplexity_lo"], frame["avg_perplexity_hi"])
+        ]
     else:
         frame["accuracy_range"] = []
+        frame["accuracy_interval"] = []
+        frame["perplexity_interval"] = []
     columns = [
         Column("model", "Model"),
         Column("calibration", "Calibration", calibration_name),
@@ -163,8 +213,10 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         Column("distinct_sets", "Distinct sets", numeric=True),
         Column("loss_mean", "Calib. loss", lambda v: f"{v:.4g}", numeric=True),
         Column("avg_accuracy_mean", "Avg acc", fmt_percent, best="max", numeric=True),
+        Column("accuracy_interval", "Acc 95% CI", csv=False),
         Column("accuracy_range", "Acc range (seeds)", csv=False),
         Column("avg_perplexity_geomean", "Avg ppl (geo. mean)", fmt_perplexity, best="min", numeric=True),
+        Column("perplexity_interval", "Ppl 95% CI", csv=False),
     ]
     return ReportTable(
         name=NAME,
@@ -173,8 +225,9 @@ def report_table(table: pd.DataFrame) -> ReportTable:
             "Calibration-size study: per calibration size, the stability of the pruned set across seeds "
             "(mean pairwise Jaccard of the removed sets; 1 = identical; stable: at least "
             f"{STABLE_JACCARD:g}), the calibration loss, and the "
-            "pruned models' average zero-shot accuracy (mean and range over seeds) and average perplexity "
-            "(geometric mean over seeds). TLM sizes are items; perplexity sizes documents x tokens."
+            "pruned models' average zero-shot accuracy (mean over seeds, its 95% paired-bootstrap interval over "
+            "evaluation documents, and the range over seeds) and average perplexity (geometric mean over "
+            "seeds, with its bootstrap interval). TLM sizes are items; perplexity sizes documents x tokens."
         ),
         frame=frame,
         columns=columns,
@@ -253,6 +306,9 @@ def render_calibration_size(aggregate_dir: str | Path, out_dir: str | Path) -> l
     """Figure and table of the calibration-size study from ``aggregate_dir/summary.csv``."""
     summary = pd.read_csv(Path(aggregate_dir) / "summary.csv")
     table = calibration_size_table(summary)
+    samples_path = Path(aggregate_dir) / "samples.parquet"
+    samples = pd.read_parquet(samples_path) if samples_path.is_file() else None
+    table = add_bootstrap_intervals(table, samples)
     dense = summary[summary["calibration"].map(calibration_kind) == "none"]
     out = Path(out_dir)
     written = draw(table, dense, out)
