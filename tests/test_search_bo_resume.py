@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-
-import optuna
 
 from depthprune.search.bo import STUDY_FILE
 
@@ -48,16 +47,17 @@ def run_script(workdir, delay: float) -> dict:
 
 
 def completed_trials(workdir) -> int:
-    url = f"sqlite:///{workdir / STUDY_FILE}"
-    if not (workdir / STUDY_FILE).exists():
+    """Finished trials in the child's study, read without touching its schema: an Optuna storage
+    opened here while the child is still creating the tables races it (the child then failed)."""
+    import sqlite3
+
+    path = workdir / STUDY_FILE
+    if not path.exists():
         return 0
     try:
-        names = optuna.get_all_study_names(storage=url)
-        if not names:
-            return 0
-        study = optuna.load_study(study_name=names[0], storage=url)
-        return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-    except Exception:  # the child may be creating the schema right now
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)) as db:
+            return int(db.execute("SELECT COUNT(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0])
+    except sqlite3.Error:  # no trials table yet, or the child holds a write lock
         return 0
 
 
@@ -68,13 +68,16 @@ def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
     workdir = tmp_path / "killed"
     delay = 0.1
     started = time.perf_counter()
+    errors = open(tmp_path / "child.err", "w")  # noqa: SIM115 (closed below)
     child = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(workdir), str(delay)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-c", SCRIPT, str(workdir), str(delay)], stdout=subprocess.DEVNULL, stderr=errors
     )
     try:
         deadline = time.monotonic() + 240
         while completed_trials(workdir) < 12:  # past the 10 random start-up trials
-            assert child.poll() is None, "the search finished before it could be killed"
+            assert child.poll() is None, (
+                "the search ended before it could be killed: " + (tmp_path / "child.err").read_text()[-2000:]
+            )
             assert time.monotonic() < deadline, "the search made no progress"
             time.sleep(0.02)
         os.kill(child.pid, signal.SIGKILL)
@@ -82,6 +85,7 @@ def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
     finally:
         if child.poll() is None:
             child.kill()
+        errors.close()
     first_run_seconds = time.perf_counter() - started
     done_before_resume = completed_trials(workdir)
     assert 12 <= done_before_resume < N_TRIALS
