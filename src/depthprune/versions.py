@@ -7,7 +7,7 @@ recomputes instead of serving a stale result. ``tests/test_versions.py`` fails w
 modules change without a bump (it records a hash of their code per version).
 """
 
-SCORING_VERSION = 2
+SCORING_VERSION = 3
 
 # Modules whose code decides a score (paths relative to src/depthprune), hashed by the test above.
 SCORING_MODULES = (

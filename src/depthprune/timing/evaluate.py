@@ -15,6 +15,8 @@ depthprune.engine.set_group). It ends with ``evaluate: seconds_ratio=R max_abs_l
 metrics_equal=yes|no`` (R: one-pass seconds / HFLM seconds over all models and benchmarks, model
 loading excluded; D: the largest difference of any lm-eval request's log-likelihood from HFLM's, on
 either engine path; metrics equal: accuracies identical, perplexities within 1e-5 relative).
+Before it, the five requests that differ most are rescored through HFLM in float64 (the referee):
+each path's error from that value says whether D is the engine's rounding or HFLM's.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def run_compare(args) -> int:
     sets = [()] + [parse_layers(text) for text in args.compare_sets]
     make_lm = harness.make_lm
     recorded: dict[str, dict] = {}
+    instances: dict[tuple, object] = {}  # request key -> lm-eval Instance, for the float64 referee
     current = {"removed": (), "path": "hflm"}
 
     def recording_make_lm(model, tokenizer, batch_size, engine=harness.LM_ENGINE):
@@ -102,7 +105,9 @@ def run_compare(args) -> int:
             results = inner(requests, disable_tqdm=disable_tqdm)
             removed = lm.active_set if getattr(lm, "set_group", None) else current["removed"]
             for request, result in zip(requests, results):
-                answers[(tuple(removed), request.task_name, request.doc_id, request.idx, request.args)] = result[0]
+                key = (tuple(removed), request.task_name, request.doc_id, request.idx, request.args)
+                answers[key] = result[0]
+                instances.setdefault(key, request)
             return results
 
         lm.loglikelihood = loglikelihood
@@ -134,11 +139,14 @@ def run_compare(args) -> int:
         harness.make_lm = make_lm
     theirs = recorded.get("hflm", {})
     diff, equal = 0.0, True
+    worst: dict[tuple, float] = {}  # request key -> largest |engine path - hflm|
     for path in ("engine", "grouped"):
         ours = recorded.get(path, {})
         if set(theirs) != set(ours):
             raise RuntimeError(f"the hflm and {path} paths saw different lm-eval requests")
-        diff = max([diff, *(abs(theirs[k] - ours[k]) for k in theirs)])
+        for key in theirs:
+            worst[key] = max(worst.get(key, 0.0), abs(theirs[key] - ours[key]))
+        diff = max([diff, *worst.values()])
         for (removed, benchmark, metric, name), value in metrics.items():
             if name != "hflm":
                 continue
@@ -147,6 +155,7 @@ def run_compare(args) -> int:
             if not same:
                 equal = False
                 print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} {path}={other}")
+    referee_float64(args, worst, recorded, instances)
     print(
         f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} "
         f"engine one model at a time={totals['engine']:.1f} ({totals['engine'] / totals['hflm']:.3f} of hflm) "
@@ -157,6 +166,46 @@ def run_compare(args) -> int:
         f"metrics_equal={'yes' if equal else 'no'}"
     )
     return 0
+
+
+def referee_float64(args, worst: dict, recorded: dict, instances: dict, top: int = 5) -> None:
+    """Rescore the ``top`` requests where the engine differs most from HFLM through HFLM in float64.
+
+    Both float32 paths round differently (packed trees against one sequence per choice, other
+    batch shapes); the float64 value says which of them is the closer one, so that D is read as
+    float32 rounding of either path and not as an engine error.
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    from depthprune.models.loading import load_model
+    from depthprune.models.pruning import remove_blocks
+
+    keys = sorted(worst, key=worst.get, reverse=True)[:top]
+    by_set: dict[tuple, list] = {}
+    for key in keys:
+        by_set.setdefault(key[0], []).append(key)
+    errors = {"hflm": 0.0, "engine": 0.0, "grouped": 0.0}
+    for removed, set_keys in by_set.items():
+        loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
+        model = loaded.model.double()
+        if removed:
+            remove_blocks(model, removed)
+        # HFLM itself, with its log-softmax in float64 too (make_lm's float32 would bias the referee)
+        lm = HFLM(pretrained=model, tokenizer=loaded.tokenizer, batch_size=1, softmax_dtype="float64")
+        references = [result[0] for result in lm.loglikelihood([instances[k] for k in set_keys], disable_tqdm=True)]
+        for key, reference in zip(set_keys, references):
+            values = {path: recorded[path][key] for path in errors}
+            for path, value in values.items():
+                errors[path] = max(errors[path], abs(value - reference))
+            print(
+                f"referee removed=[{' '.join(map(str, removed))}] {key[1]} doc {key[2]} choice {key[3]}: "
+                f"float64={reference:.6f} "
+                + " ".join(f"{path}={value:.6f} ({value - reference:+.2e})" for path, value in values.items())
+            )
+    print(
+        f"float64 referee on the {len(keys)} most different requests: largest |error| "
+        + " ".join(f"{path}={error:.2e}" for path, error in errors.items())
+    )
 
 
 def _record(path: str, evaluations: dict, totals: dict, metrics: dict) -> None:
