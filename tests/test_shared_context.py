@@ -101,3 +101,22 @@ def test_two_trees_in_one_row_do_not_see_each_other():
     assert mask[4].tolist() == [False] * 4 + [True, False, False]  # second tree's prefix: itself only
     assert mask[6].tolist() == [False] * 4 + [True, False, True]  # its branch 5: its prefix and itself
     assert mask[3].tolist() == [True, True, False, True, False, False, False]
+
+
+def test_rows_wider_than_the_longest_tree_when_that_saves_padding():
+    """LAMBADA-like trees, most between half and all of the longest: rows as wide as the longest
+    hold one tree each (about 40 % padding); the chosen width lets two share a row. Every tree is
+    placed once and no row overflows."""
+    from depthprune.calibration.objectives import _first_fit_decreasing, _row_width
+
+    sizes = [116] + [70 + (i % 30) for i in range(49)]
+    width = _row_width(sizes, token_budget=2048)
+    rows, room = _first_fit_decreasing(sizes, width)
+    assert width > max(sizes)
+    assert sorted(i for row in rows for i in row) == list(range(len(sizes)))
+    assert min(room) >= 0
+    padding = 1 - sum(sizes) / (len(rows) * width)
+    narrow_rows, _ = _first_fit_decreasing(sizes, max(sizes))
+    assert padding < 1 - sum(sizes) / (len(narrow_rows) * max(sizes)) - 0.2
+    assert _row_width([50] * 10, token_budget=2048) == 50  # equal trees: no wider row pays
+    assert _row_width([300, 200], token_budget=100) == 300  # a tree wider than the budget: its own width

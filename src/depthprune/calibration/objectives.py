@@ -153,11 +153,51 @@ def _common_prefix(sequences: list[_Sequence]) -> int:
     return n
 
 
+# Row widths tried, as multiples of the longest tree, and the attention cost model that weighs them:
+# a padded token costs 1 + width / ROW_ATTENTION_SCALE (its blocks' matrix products, plus attention
+# over the whole row, which grows with the width whatever the mask lets through).
+ROW_WIDTH_FACTORS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
+ROW_ATTENTION_SCALE = 4096
+
+
+def _first_fit_decreasing(sizes: list[int], width: int) -> tuple[list[list[int]], list[int]]:
+    """Item indices per row, longest first, each into the first row with room; and each row's room."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        row = next((r for r, free in enumerate(room) if free >= sizes[index]), None)
+        if row is None:
+            rows.append([])
+            room.append(width)
+            row = len(rows) - 1
+        rows[row].append(index)
+        room[row] -= sizes[index]
+    return rows, room
+
+
+def _row_width(sizes: list[int], token_budget: int) -> int:
+    """The row width that costs least by the model above. Rows exactly as wide as the longest tree
+    waste most of a row when the trees are between half and all of its width (LAMBADA's passages:
+    43 % padding); a few times wider, they share rows. Never wider than ``token_budget`` allows
+    (or the longest tree)."""
+    longest = max(sizes)
+    best, best_cost = longest, None
+    for factor in ROW_WIDTH_FACTORS:
+        width = int(longest * factor)
+        if width > max(longest, token_budget):
+            break
+        rows, _ = _first_fit_decreasing(sizes, width)
+        cost = len(rows) * width * (1 + width / ROW_ATTENTION_SCALE)  # padded tokens, weighted
+        if best_cost is None or cost < best_cost:
+            best, best_cost = width, cost
+    return best
+
+
 def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) -> list[Batch]:
     """Trees, one per item: the candidates' shared prefix once, then each candidate's own tokens.
 
-    Trees are packed first-fit-decreasing into rows as wide as the longest tree (several short
-    items share a row, so little is padding), rows into micro-batches of at most ``token_budget``
+    Trees are packed first-fit-decreasing into rows (several short items share a row, so little is
+    padding) of the width ``_row_width`` picks, rows into micro-batches of at most ``token_budget``
     padded tokens. Scored positions, targets and coefficients are those of the separate sequences,
     mapped into the rows; ``position_ids``, ``branch_ids`` and ``root_ids`` drive the tree attention
     mask (depthprune.engine.tree_attention).
@@ -176,18 +216,9 @@ def _pack_trees(items: list[list[_Sequence]], pad_id: int, token_budget: int) ->
                 source = t - 1 if t - 1 < shared else t - 1 + offset  # hidden at t-1 predicts token t
                 scored.append((source, seq.ids[t], seq.coefficient_per_token, seq.sequence_id))
         trees.append((ids, positions, branches, scored))
-    width = max(len(tree[0]) for tree in trees)
-    rows: list[list[int]] = []  # tree indices per row
-    room: list[int] = []
-    for index in sorted(range(len(trees)), key=lambda i: (-len(trees[i][0]), i)):
-        size = len(trees[index][0])
-        row = next((r for r, free in enumerate(room) if free >= size), None)
-        if row is None:
-            rows.append([])
-            room.append(width)
-            row = len(rows) - 1
-        rows[row].append(index)
-        room[row] -= size
+    sizes = [len(tree[0]) for tree in trees]
+    width = _row_width(sizes, token_budget)
+    rows, room = _first_fit_decreasing(sizes, width)
     per_batch = max(1, token_budget // width)
     batches = []
     for first in range(0, len(rows), per_batch):
