@@ -58,10 +58,12 @@ RECORDED = {
     # sums the vocabulary's exponentials in running sums that drop the small terms: +9e-6 nat per
     # token on SmolLM2 against float64, +4.8e-4 on a long PIQA answer; logsumexp is within 2e-5
     # (`depthprune timing evaluate --compare` prints both against a float64 referee).
-    # Also in 3: shared-context rows up to 4x wider than the longest tree when that saves padding
-    # (calibration/objectives.py:_row_width; LAMBADA 43 % -> 10 % padding), and 2048-token evaluation
-    # micro-batches (faster on CPU than 8192).
-    3: ("fc0dfb9d5b9d5ffe",),
+    # Also in 3 (no result was made with 3 before them): shared-context rows up to 4x wider than the
+    # longest tree when that saves padding (calibration/objectives.py:_row_width; LAMBADA 43 % -> 10 %
+    # padding), 2048-token evaluation micro-batches (faster on CPU than 8192), the head returning only
+    # the targets' log-probabilities and argmax flags (head_target_logprobs), and one-model engine
+    # scoring (score_trees, engine_window_nll_sums, evaluate_model) as the group of the one set ().
+    3: ("fb4febf15ee72953",),
 }
 
 

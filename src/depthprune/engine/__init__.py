@@ -8,7 +8,7 @@
 - ``states``: the hidden states entering block j of pruned models, cached under (S ∩ [0, j), j)
   (``StateCache``; ``NullStateCache`` for ``--no-cache``), and the batch trie (``PrefixStates``);
 - ``dense_capture``: one forward pass of the model recording what each block receives;
-- ``scoring``: the LM head at scored positions only (``head_log_softmax``, ``scored_logprobs``) and
+- ``scoring``: the LM head at scored positions only (``head_target_logprobs``, ``scored_logprobs``) and
   the plain-forward reference ``forward_loss``;
 - ``tree_attention``: shared-context rows (tree masks, ``tree_masks``, ``backbone_forward``);
 - ``gate_derivatives``: CBO's g and H (§4.6);

@@ -3,8 +3,8 @@
 One head path for every scorer: the subset evaluator and the gate derivatives (calibration
 batches), the plain-forward reference ``forward_loss``, the lm-eval class (evaluation/engine_lm.py)
 and the perplexity windows (evaluation/perplexity.py). The head runs only at the positions asked
-for, in chunks, so no [batch, length, vocabulary] tensor is ever made; the log-softmax is taken in
-at least float32 (float64 stays float64).
+for, in chunks, so no [batch, length, vocabulary] tensor is ever made; log-probabilities are taken
+in at least float32 (float64 stays float64).
 """
 
 from __future__ import annotations
@@ -18,38 +18,51 @@ from depthprune.engine.tree_attention import backbone_forward, tree_masks
 from depthprune.models.families import family_for
 
 
-def head_log_softmax(
-    model, family, hidden: torch.Tensor, positions: torch.Tensor, device, head_chunk: int = 2048, normed: bool = False
-) -> Iterator[tuple[int, torch.Tensor]]:
-    """(start, log-softmax over the vocabulary [rows, V]) for ``positions[start : start + head_chunk]``
-    of ``hidden`` (flattened to [tokens, H]), chunk after chunk.
+def head_target_logprobs(
+    model,
+    family,
+    hidden: torch.Tensor,
+    positions: torch.Tensor,
+    targets: torch.Tensor,
+    device,
+    head_chunk: int = 2048,
+    normed: bool = False,
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """(start, log p(target) [rows], target is the argmax [rows] bool) for
+    ``positions[start : start + head_chunk]`` of ``hidden`` (flattened to [tokens, H]), chunk after
+    chunk; ``targets`` are the positions' next tokens.
 
     ``hidden`` leaves the last kept block (the final norm is applied here), or with ``normed`` it is
     the backbone's ``last_hidden_state`` (already normed). Differentiable: gate derivatives use it.
+
+    log p(target) = logit(target) - logsumexp(logits), not torch.log_softmax: the latter's float32
+    CPU kernel sums the vocabulary's exponentials in running sums that drop the smallest terms, and
+    overstates every token's log-likelihood by about 9e-6 nat on SmolLM2's 49k vocabulary (1e-4
+    over an 18-token answer, against float64); logsumexp's tree-shaped sum is within float rounding
+    of the float64 value (7e-6 on the same answer). Nothing of size [rows, vocabulary] is made
+    besides the logits and logsumexp's own exponentials.
     """
     flat = hidden.reshape(-1, hidden.shape[-1])
     positions = positions.to(flat.device)
+    targets = targets.to(device)
     head = family.head_logits if normed else family.logits
     for start in range(0, len(positions), head_chunk):
         logits = head(model, flat[positions[start : start + head_chunk]].to(device))
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-        # Not torch.log_softmax: its float32 CPU kernel sums the vocabulary's exponentials in one
-        # running sum per lane, about 6e-6 too large a log-likelihood per token on SmolLM2's 49k
-        # vocabulary (1e-4 over an 18-token answer against float64); logsumexp's tree-shaped sum is
-        # within float rounding of the float64 value (7e-6 on the same answer).
-        yield start, logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+        chunk_targets = targets[start : start + len(logits)]
+        picked = logits.gather(1, chunk_targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
+        yield start, picked, logits.argmax(dim=-1) == chunk_targets
 
 
 def scored_logprobs(
     model, family, batch, hidden: torch.Tensor, device, head_chunk: int = 2048, normed: bool = False
 ) -> torch.Tensor:
     """log p(target) at ``batch``'s scored positions (``flat_positions``, ``targets``)."""
-    targets = batch.targets.to(device)
     return torch.cat(
         [
-            logprobs.gather(1, targets[start : start + len(logprobs), None]).squeeze(1)
-            for start, logprobs in head_log_softmax(
-                model, family, hidden, batch.flat_positions, device, head_chunk, normed
+            picked
+            for _, picked, _ in head_target_logprobs(
+                model, family, hidden, batch.flat_positions, batch.targets, device, head_chunk, normed
             )
         ]
     )

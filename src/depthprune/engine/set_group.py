@@ -22,7 +22,7 @@ import torch
 
 from depthprune.engine.dense_capture import DenseCapture
 from depthprune.engine.records import EvaluatorStats, RemovedSet
-from depthprune.engine.scoring import head_log_softmax
+from depthprune.engine.scoring import head_target_logprobs
 from depthprune.engine.states import PrefixStates, StateCache
 from depthprune.models.families import family_for
 from depthprune.models.pruning import validate_removed
@@ -85,16 +85,14 @@ class SetGroupScorer:
         capture = capture_block_inputs(self.model, self.family, run_backbone)
         # A zero-byte cache keeps nothing: the walk hands each node's state to its children only.
         states = PrefixStates(self.blocks, capture, StateCache(0), self.device, self.device, self.stats, n_tokens)
-        targets = targets.to(self.device)
         scores = {}
         for key, (hidden,) in states.walk(self.sets):
             picked, is_max = [], []
-            for start, logprobs in head_log_softmax(
-                self.model, self.family, hidden, positions, self.device, self.head_chunk
+            for _, chunk_picked, chunk_is_max in head_target_logprobs(
+                self.model, self.family, hidden, positions, targets, self.device, self.head_chunk
             ):
-                chunk_targets = targets[start : start + len(logprobs)]
-                picked.append(logprobs.gather(1, chunk_targets[:, None]).squeeze(1).double().cpu())
-                is_max.append((logprobs.argmax(dim=-1) == chunk_targets).cpu())
+                picked.append(chunk_picked.double().cpu())
+                is_max.append(chunk_is_max.cpu())
             scores[key] = (torch.cat(picked), torch.cat(is_max))
         self.stats.naive_blocks += sum(len(self.blocks) - len(key) for key in self.sets)
         self.stats.distinct_evaluations += len(self.sets)

@@ -32,44 +32,25 @@ from lm_eval.models.huggingface import HFLM
 log = logging.getLogger(__name__)
 
 
-@torch.no_grad()
 def score_trees(model, groups, pad_id: int, token_budget: int = 2048, head_chunk: int = 2048):
     """Σ log p and greedy flags of scored sequences grouped into trees (objectives._Sequence lists).
 
-    Returns (sums float64 [n], greedy bool [n]) indexed by ``sequence_id``. The model's own forward
-    runs every row, with the tree mask installed by hooks (depthprune.engine.tree_attention), and
-    the engine's LM-head scoring runs at the continuation positions only.
+    Returns (sums float64 [n], greedy bool [n]) indexed by ``sequence_id``: the model as it is, as
+    the group of the one set ``()`` (``score_trees_for_sets``).
     """
-    from depthprune.calibration.objectives import _pack_trees
-    from depthprune.engine.scoring import head_log_softmax
-    from depthprune.engine.tree_attention import backbone_forward, tree_masks
-    from depthprune.models.families import family_for
-
-    family = family_for(model)
-    device = next(model.parameters()).device
-    n = 1 + max(seq.sequence_id for group in groups for seq in group)
-    sums = torch.zeros(n, dtype=torch.float64)
-    greedy = torch.ones(n, dtype=torch.bool)
-    batches = _pack_trees(groups, pad_id, token_budget)
-    with tree_masks(model, family, family.blocks(model), batches) as tree:
-        for batch in batches:
-            hidden = backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
-            targets = batch.targets.to(device)
-            chunks = head_log_softmax(model, family, hidden, batch.flat_positions, device, head_chunk, normed=True)
-            for start, logprobs in chunks:
-                chunk_targets = targets[start : start + len(logprobs)]
-                picked = logprobs.gather(1, chunk_targets[:, None]).squeeze(1).double().cpu()
-                is_max = (logprobs.argmax(dim=-1) == chunk_targets).cpu()
-                ids = batch.sequence_ids[start : start + len(logprobs)]
-                sums.index_add_(0, ids, picked)
-                greedy[ids[~is_max]] = False  # greedy: every token of the sequence is the argmax
-    return sums, greedy
+    scores, _ = score_trees_for_sets(model, groups, pad_id, [()], token_budget, head_chunk)
+    return scores[()]
 
 
 @torch.no_grad()
 def score_trees_for_sets(model, groups, pad_id: int, sets, token_budget: int = 2048, head_chunk: int = 2048):
-    """As ``score_trees``, for the unpruned ``model`` without each of ``sets``, sharing the blocks
-    the sets have in common (depthprune.engine.set_group). Returns ({set: (sums, greedy)}, stats)."""
+    """Σ log p and greedy flags of scored sequences grouped into trees, for the unpruned ``model``
+    without each of ``sets``, sharing the blocks the sets have in common (depthprune.engine.set_group).
+
+    The rows hold one tree per item (depthprune.engine.tree_attention), the model's own forward
+    builds every block's arguments with the tree mask installed by hooks, and the engine's LM head
+    runs at the continuation positions only. Returns ({set: (sums float64 [n], greedy bool [n])},
+    stats), indexed by ``sequence_id``."""
     from depthprune.calibration.objectives import _pack_trees
     from depthprune.engine.set_group import SetGroupScorer
     from depthprune.engine.tree_attention import backbone_forward, tree_masks

@@ -163,39 +163,22 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
     return ids[: n_windows * seq_len].view(n_windows, seq_len)
 
 
-@torch.inference_mode()
 def engine_window_nll_sums(model, windows: torch.Tensor, batch_size: int, head_chunk: int = 2048) -> torch.Tensor:
     """As ``window_nll_sums``, the way the scoring engine scores (evaluation/engine_lm.py): the
-    backbone's normed states, then the engine's LM head (depthprune.engine.scoring) in chunks of
-    positions (never the [batch, length, vocab] logits). Windows share no context, so they are plain
-    causal rows (no tree mask)."""
-    from depthprune.engine.scoring import head_log_softmax
-    from depthprune.models.families import family_for
-
-    family = family_for(model)
-    device = next(model.parameters()).device
-    sums = []
-    for start in range(0, len(windows), batch_size):
-        batch = windows[start : start + batch_size].to(device)
-        hidden = family.backbone(model)(input_ids=batch, use_cache=False).last_hidden_state
-        flat = hidden[:, :-1].reshape(-1, hidden.shape[-1])
-        targets = batch[:, 1:].reshape(-1)
-        positions = torch.arange(len(targets), device=device)  # every position but the last of a row
-        picked = [
-            logprobs.gather(1, targets[first : first + len(logprobs), None]).squeeze(1)
-            for first, logprobs in head_log_softmax(model, family, flat, positions, device, head_chunk, normed=True)
-        ]
-        per_row = torch.cat(picked).double().view(batch.shape[0], -1).sum(dim=1)
-        sums.extend(float(-x) for x in per_row.cpu())
-    return torch.tensor(sums, dtype=torch.float64)
+    model as it is, as the group of the one set ``()`` (``engine_window_nll_sums_for_sets``)."""
+    sums, _ = engine_window_nll_sums_for_sets(model, windows, batch_size, [()], head_chunk)
+    return sums[()]
 
 
 @torch.inference_mode()
 def engine_window_nll_sums_for_sets(
     model, windows: torch.Tensor, batch_size: int, sets, head_chunk: int = 2048
 ) -> tuple[dict[tuple[int, ...], torch.Tensor], object]:
-    """As ``engine_window_nll_sums``, for the unpruned ``model`` without each of ``sets``, sharing
-    the blocks the sets have in common (depthprune.engine.set_group). Returns ({set: sums}, stats)."""
+    """Summed next-token NLL of each window (as ``window_nll_sums``) for the unpruned ``model``
+    without each of ``sets``, sharing the blocks the sets have in common (depthprune.engine.set_group),
+    with the engine's LM head in chunks of positions (never the [batch, length, vocab] logits).
+    Windows share no context, so they are plain causal rows (no tree mask). Returns ({set: sums},
+    stats)."""
     from depthprune.engine.set_group import SetGroupScorer
 
     scorer = SetGroupScorer(model, sets, head_chunk)

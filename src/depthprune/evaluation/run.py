@@ -81,62 +81,18 @@ def evaluate_model(model, tokenizer, settings: EvalSettings, removed=(), engine:
     """Score ``model`` as it is on ``settings.benchmarks`` (``removed`` is only recorded).
 
     ``engine``: "depthprune" (shared-context scoring engine) or "hflm" (lm-eval's HFLM, full logits)."""
-    from depthprune.evaluation import harness
-    from depthprune.evaluation.perplexity import evaluate_perplexity
-
-    model.eval()
-    metrics: list[MetricValue] = []
-    seconds: dict[str, float] = {}
-    perplexity: dict[str, dict] = {}
-    runs = []
-    samples: list[dict] = []
-    progress = Progress(
-        f"evaluate removed=[{format_layers(removed)}]", total=len(settings.benchmarks), unit="benchmarks", interval=0.0
-    )
-    offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
-    with offline:
-        for benchmark in (b for b in settings.benchmarks if b in CORPUS_PERPLEXITIES):
-            result = evaluate_perplexity(
-                model,
-                tokenizer,
-                benchmark,
-                seq_len=settings.ppl_seq_len,
-                max_tokens=settings.ppl_max_tokens,
-                batch_size=settings.batch_size,
-                data_dir=settings.data_dir,
-                engine=engine,
-            )
-            metrics.append(MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens))
-            seconds[benchmark] = result.seconds
-            perplexity[benchmark] = result.to_dict()
-            samples.extend(result.sample_rows())
-            progress.step(note=f"{benchmark} took {result.seconds:.1f}s")
-        tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
-        if tasks:
-            with harness.task_manager(settings.data_dir, tasks) as manager:
-                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine=engine)
-                for task in tasks:
-                    run = harness.run_task(
-                        lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
-                    )
-                    metrics.extend(run.metrics)
-                    seconds[task] = run.seconds
-                    runs.append(run.results)
-                    samples.extend(run.samples or [])
-                    progress.step(note=f"{task} took {run.seconds:.1f}s")
-    raw = harness.merge_results(runs)
-    from depthprune.models.loading import dtype_name
-
-    raw["depthprune"] = {
-        "removed": list(removed),
-        "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
-        "perplexity": perplexity,
-        "seconds": seconds,
-    }
-    return Evaluation(removed=tuple(removed), metrics=metrics, seconds=seconds, raw=raw, samples=samples)
+    removed = tuple(removed)
+    evaluation = evaluate_sets(
+        model, tokenizer, settings, [()], engine=engine, label=f"removed=[{format_layers(removed)}]"
+    )[()]
+    evaluation.raw["depthprune"]["removed"] = list(removed)
+    evaluation.raw["depthprune"].pop("set_group", None)  # the model as it is: no group to report
+    return dataclasses.replace(evaluation, removed=removed)
 
 
-def evaluate_sets(model, tokenizer, settings: EvalSettings, sets) -> dict[tuple[int, ...], Evaluation]:
+def evaluate_sets(
+    model, tokenizer, settings: EvalSettings, sets, engine: str = LM_ENGINE, label: str | None = None
+) -> dict[tuple[int, ...], Evaluation]:
     """Score the unpruned ``model`` without each of ``sets`` on ``settings.benchmarks``, in one pass.
 
     Each benchmark's rows (perplexity windows, lm-eval requests) are made once and scored for every
@@ -144,34 +100,41 @@ def evaluate_sets(model, tokenizer, settings: EvalSettings, sets) -> dict[tuple[
     their first difference run once. lm-eval then runs each task once per set on those scores, with
     its own prompts, filters and metrics. Per set, the result equals ``evaluate_model`` of the
     physically pruned model (tests/test_set_group.py). A set's ``seconds`` are its share of the
-    group's wall time."""
+    group's wall time. ``engine="hflm"`` (lm-eval's HFLM, the reference of ``timing evaluate
+    --compare``) scores only the model as it is: ``sets`` must be ``[()]``."""
     from depthprune.evaluation import harness
-    from depthprune.evaluation.perplexity import evaluate_perplexity_for_sets
+    from depthprune.evaluation.perplexity import evaluate_perplexity, evaluate_perplexity_for_sets
     from depthprune.models.loading import dtype_name
 
     sets = list(dict.fromkeys(parse_layers(s) for s in sets))
+    grouped = engine == "depthprune"
+    if not grouped and sets != [()]:
+        raise ValueError(f"lm engine {engine!r} scores the model as it is; only depthprune scores removed sets")
     model.eval()
     parts = {s: {"metrics": [], "seconds": {}, "perplexity": {}, "runs": [], "samples": []} for s in sets}
     blocks = {"blocks_run": 0, "naive_blocks": 0}
     progress = Progress(
-        f"evaluate {len(sets)} removed set(s)", total=len(settings.benchmarks), unit="benchmarks", interval=0.0
+        f"evaluate {label or f'{len(sets)} removed set(s)'}",
+        total=len(settings.benchmarks),
+        unit="benchmarks",
+        interval=0.0,
     )
+    window_args = {
+        "seq_len": settings.ppl_seq_len,
+        "max_tokens": settings.ppl_max_tokens,
+        "batch_size": settings.batch_size,
+        "data_dir": settings.data_dir,
+    }
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
         for benchmark in (b for b in settings.benchmarks if b in CORPUS_PERPLEXITIES):
             started = time.perf_counter()
-            results, stats = evaluate_perplexity_for_sets(
-                model,
-                tokenizer,
-                benchmark,
-                sets,
-                seq_len=settings.ppl_seq_len,
-                max_tokens=settings.ppl_max_tokens,
-                batch_size=settings.batch_size,
-                data_dir=settings.data_dir,
-            )
-            blocks["blocks_run"] += stats.blocks_run
-            blocks["naive_blocks"] += stats.naive_blocks
+            if grouped:
+                results, stats = evaluate_perplexity_for_sets(model, tokenizer, benchmark, sets, **window_args)
+                blocks["blocks_run"] += stats.blocks_run
+                blocks["naive_blocks"] += stats.naive_blocks
+            else:
+                results = {(): evaluate_perplexity(model, tokenizer, benchmark, engine=engine, **window_args)}
             for s in sets:
                 result, part = results[s], parts[s]
                 part["metrics"].append(
@@ -184,12 +147,14 @@ def evaluate_sets(model, tokenizer, settings: EvalSettings, sets) -> dict[tuple[
         tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
         if tasks:
             with harness.task_manager(settings.data_dir, tasks) as manager:
-                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine="depthprune")
-                lm.use_set_group(sets)
+                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine=engine)
+                if grouped:
+                    lm.use_set_group(sets)
                 for task in tasks:
                     started = time.perf_counter()
                     for s in sets:  # the first run scores the task's requests for every set
-                        lm.active_set = s
+                        if grouped:
+                            lm.active_set = s
                         run = harness.run_task(
                             lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
                         )
@@ -200,14 +165,16 @@ def evaluate_sets(model, tokenizer, settings: EvalSettings, sets) -> dict[tuple[
                     for s in sets:
                         parts[s]["seconds"][task] = seconds / len(sets)
                     progress.step(note=f"{task} took {seconds:.1f}s")
-                blocks["blocks_run"] += lm.group_stats.blocks_run
-                blocks["naive_blocks"] += lm.group_stats.naive_blocks
-    log.info(
-        "%d removed set(s): %d blocks run, %d if each model ran on its own",
-        len(sets),
-        blocks["blocks_run"],
-        blocks["naive_blocks"],
-    )
+                if grouped:
+                    blocks["blocks_run"] += lm.group_stats.blocks_run
+                    blocks["naive_blocks"] += lm.group_stats.naive_blocks
+    if grouped:
+        log.info(
+            "%d removed set(s): %d blocks run, %d if each model ran on its own",
+            len(sets),
+            blocks["blocks_run"],
+            blocks["naive_blocks"],
+        )
     evaluations = {}
     for s in sets:
         part = parts[s]
@@ -217,8 +184,9 @@ def evaluate_sets(model, tokenizer, settings: EvalSettings, sets) -> dict[tuple[
             "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
             "perplexity": part["perplexity"],
             "seconds": part["seconds"],
-            "set_group": {"sets": [list(t) for t in sets], **blocks},
         }
+        if grouped:
+            raw["depthprune"]["set_group"] = {"sets": [list(t) for t in sets], **blocks}
         evaluations[s] = Evaluation(
             removed=s, metrics=part["metrics"], seconds=part["seconds"], raw=raw, samples=part["samples"]
         )
