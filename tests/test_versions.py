@@ -61,9 +61,9 @@ RECORDED = {
     # Also in 3 (no result was made with 3 before them): shared-context rows up to 4x wider than the
     # longest tree when that saves padding (calibration/objectives.py:_row_width; LAMBADA 43 % -> 10 %
     # padding), 2048-token evaluation micro-batches (faster on CPU than 8192), the head returning only
-    # the targets' log-probabilities and argmax flags (head_target_logprobs), and one-model engine
+    # the targets' log-probabilities and, for lm-eval's greedy flags only, argmax flags (head_target_logprobs), and one-model engine
     # scoring (score_trees, engine_window_nll_sums, evaluate_model) as the group of the one set ().
-    3: ("fb4febf15ee72953",),
+    3: ("370676569684e8f4",),
 }
 
 

@@ -27,8 +27,9 @@ def head_target_logprobs(
     device,
     head_chunk: int = 2048,
     normed: bool = False,
-) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
-    """(start, log p(target) [rows], target is the argmax [rows] bool) for
+    argmax: bool = False,
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
+    """(start, log p(target) [rows], target is the argmax [rows] bool, or None without ``argmax``) for
     ``positions[start : start + head_chunk]`` of ``hidden`` (flattened to [tokens, H]), chunk after
     chunk; ``targets`` are the positions' next tokens.
 
@@ -51,7 +52,8 @@ def head_target_logprobs(
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
         chunk_targets = targets[start : start + len(logits)]
         picked = logits.gather(1, chunk_targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-        yield start, picked, logits.argmax(dim=-1) == chunk_targets
+        # argmax only where asked (lm-eval's greedy flags): over 49k logits it costs a third of the head
+        yield start, picked, (logits.argmax(dim=-1) == chunk_targets) if argmax else None
 
 
 def scored_logprobs(

@@ -78,10 +78,16 @@ class SetGroupScorer:
 
     @torch.no_grad()
     def score(
-        self, run_backbone: Callable[[], object], positions: torch.Tensor, targets: torch.Tensor, n_tokens: int
-    ) -> dict[RemovedSet, tuple[torch.Tensor, torch.Tensor]]:
-        """Per set: (log p(target) float64 [P], target is the argmax bool [P]) at ``positions`` of
-        the flattened [B*T] rows that ``run_backbone()`` feeds the model (one batch)."""
+        self,
+        run_backbone: Callable[[], object],
+        positions: torch.Tensor,
+        targets: torch.Tensor,
+        n_tokens: int,
+        argmax: bool = True,
+    ) -> dict[RemovedSet, tuple[torch.Tensor, torch.Tensor | None]]:
+        """Per set: (log p(target) float64 [P], target is the argmax bool [P], or None without
+        ``argmax``) at ``positions`` of the flattened [B*T] rows that ``run_backbone()`` feeds the
+        model (one batch)."""
         capture = capture_block_inputs(self.model, self.family, run_backbone)
         # A zero-byte cache keeps nothing: the walk hands each node's state to its children only.
         states = PrefixStates(self.blocks, capture, StateCache(0), self.device, self.device, self.stats, n_tokens)
@@ -89,11 +95,12 @@ class SetGroupScorer:
         for key, (hidden,) in states.walk(self.sets):
             picked, is_max = [], []
             for _, chunk_picked, chunk_is_max in head_target_logprobs(
-                self.model, self.family, hidden, positions, targets, self.device, self.head_chunk
+                self.model, self.family, hidden, positions, targets, self.device, self.head_chunk, argmax=argmax
             ):
                 picked.append(chunk_picked.double().cpu())
-                is_max.append(chunk_is_max.cpu())
-            scores[key] = (torch.cat(picked), torch.cat(is_max))
+                if argmax:
+                    is_max.append(chunk_is_max.cpu())
+            scores[key] = (torch.cat(picked), torch.cat(is_max) if argmax else None)
         self.stats.naive_blocks += sum(len(self.blocks) - len(key) for key in self.sets)
         self.stats.distinct_evaluations += len(self.sets)
         return scores

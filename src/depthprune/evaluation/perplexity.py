@@ -192,7 +192,11 @@ def engine_window_nll_sums_for_sets(
         )
         targets = batch[:, 1:].reshape(-1)
         per_set = scorer.score(
-            lambda batch=batch: backbone(input_ids=batch, use_cache=False), positions, targets, batch.numel()
+            lambda batch=batch: backbone(input_ids=batch, use_cache=False),
+            positions,
+            targets,
+            batch.numel(),
+            argmax=False,
         )
         for key, (picked, _) in per_set.items():
             sums[key].extend(float(-x) for x in picked.view(batch.shape[0], -1).sum(dim=1))

@@ -7,7 +7,8 @@ tokens per perplexity benchmark, the first 100 documents of each lm-eval task in
 (loading + pruning + all nine benchmarks; the evaluation cache is not used).
 
 ``--compare`` evaluates the dense model and three pruned sets (``--compare-sets``) in float32, in
-one process, three ways: through lm-eval's HFLM one pruned model at a time (full logits, one
+one process, benchmark by benchmark with every path in turn (so that a shared machine's drifting
+speed falls on all paths alike), three ways: through lm-eval's HFLM one pruned model at a time (full logits, one
 sequence per choice), through the scoring engine one pruned model at a time (evaluation/engine_lm.py),
 and through the engine with all four sets in one pass, as the pipeline runs them (shared contexts,
 head at continuations, blocks shared below the sets' first differences run once:
@@ -24,6 +25,7 @@ each path's error from that value says whether D is the engine's rounding or HFL
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 from depthprune.cli_common import add_model_args
@@ -106,7 +108,7 @@ def run_compare(args) -> int:
 
         def loglikelihood(requests, disable_tqdm=False):
             results = inner(requests, disable_tqdm=disable_tqdm)
-            removed = lm.active_set if getattr(lm, "set_group", None) else current["removed"]
+            removed = lm.active_set if current["path"] == "grouped" else current["removed"]
             for request, result in zip(requests, results):
                 key = (tuple(removed), request.task_name, request.doc_id, request.idx, request.args)
                 answers[key] = result[0]
@@ -125,27 +127,44 @@ def run_compare(args) -> int:
     paths = ("hflm", "engine", "grouped")
     totals = dict.fromkeys(paths, 0.0)
     metrics: dict[tuple, float] = {}
+    seconds: dict[tuple, dict[str, float]] = {}  # (path, removed) -> benchmark -> seconds
+    blocks = {"blocks_run": 0, "naive_blocks": 0}
     harness.make_lm = recording_make_lm
     try:
         print(
             f"compare: model {args.model} float32, sets {['dense'] + args.compare_sets}, limit={settings.limit}, "
             f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
         )
-        for removed in sets:  # today's path and the engine, one pruned model at a time
-            for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
-                loaded, current["removed"], current["path"] = load(removed), removed, path
-                evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed, engine=engine)
-                _record(path, {removed: evaluation}, totals, metrics)
-        loaded, current["path"] = load(), "grouped"  # the pipeline's path: all sets in one pass
-        grouped = evaluate_sets(loaded.model, loaded.tokenizer, settings, sets)
-        _record("grouped", grouped, totals, metrics)
-        group = grouped[()].raw["depthprune"]["set_group"]
-        print(
-            f"one pass: {group['blocks_run']} block calls against {group['naive_blocks']} one model at a time "
-            f"({group['blocks_run'] / group['naive_blocks']:.3f}): the most sharing allows, for these sets"
-        )
+        models = {removed: load(removed) for removed in sets}  # sets[0] is (): the unpruned model
+        # Benchmark by benchmark, every path in turn: a shared machine's speed drifts over a run of
+        # this length, and the paths then see the same drift instead of one path a faster machine.
+        for benchmark in settings.benchmarks:
+            one = dataclasses.replace(settings, benchmarks=(benchmark,))
+            for removed in sets:  # HFLM and the engine, one pruned model at a time
+                for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
+                    current["removed"], current["path"] = removed, path
+                    loaded = models[removed]
+                    evaluation = evaluate_model(loaded.model, loaded.tokenizer, one, removed, engine=engine)
+                    _record(path, {removed: evaluation}, totals, metrics, seconds)
+            current["path"] = "grouped"  # the pipeline's path: all sets in one pass
+            grouped = evaluate_sets(models[()].model, models[()].tokenizer, one, sets)
+            _record("grouped", grouped, totals, metrics, seconds)
+            for key in blocks:
+                blocks[key] += grouped[()].raw["depthprune"]["set_group"][key]
+            print(
+                f"{benchmark}: "
+                + " ".join(f"{path}={sum(seconds[(path, r)][benchmark] for r in sets):.1f}s" for path in paths),
+                flush=True,
+            )
     finally:
         harness.make_lm = make_lm
+    for (path, removed), per in seconds.items():
+        text = " ".join(f"{b}={t:.1f}" for b, t in per.items())
+        print(f"removed=[{' '.join(map(str, removed))}] {path}: seconds={sum(per.values()):.1f} ({text})")
+    print(
+        f"one pass: {blocks['blocks_run']} block calls against {blocks['naive_blocks']} one model at a time "
+        f"({blocks['blocks_run'] / blocks['naive_blocks']:.3f}): the most sharing allows, for these sets"
+    )
     theirs = recorded.get("hflm", {})
     diff, equal = 0.0, True
     worst: dict[tuple, float] = {}  # request key -> largest |engine path - hflm|
@@ -217,12 +236,10 @@ def referee_float64(args, worst: dict, recorded: dict, instances: dict, top: int
     )
 
 
-def _record(path: str, evaluations: dict, totals: dict, metrics: dict) -> None:
-    """Add a path's seconds and metrics; print each set's seconds per benchmark (model load excluded)."""
+def _record(path: str, evaluations: dict, totals: dict, metrics: dict, seconds: dict) -> None:
+    """Add a path's seconds (model loading excluded) and metrics, per set and benchmark."""
     for removed, evaluation in evaluations.items():
-        seconds = sum(evaluation.seconds.values())
-        totals[path] += seconds
+        totals[path] += sum(evaluation.seconds.values())
+        seconds.setdefault((path, removed), {}).update(evaluation.seconds)
         for m in evaluation.metrics:
             metrics[(removed, m.benchmark, m.metric, path)] = m.value
-        per = " ".join(f"{b}={t:.1f}" for b, t in evaluation.seconds.items())
-        print(f"removed=[{' '.join(map(str, removed))}] {path}: seconds={seconds:.1f} ({per})", flush=True)
