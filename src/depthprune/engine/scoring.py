@@ -52,7 +52,8 @@ def head_target_logprobs(
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
         chunk_targets = targets[start : start + len(logits)]
         picked = logits.gather(1, chunk_targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-        # argmax only where asked (lm-eval's greedy flags): over 49k logits it costs a third of the head
+        # argmax only where asked (lm-eval's greedy flags): over 49k logits it took 0.43 s per 2047 positions
+        # on SmolLM2 (one thread), 3.5 % of a WikiText-2 perplexity pass
         yield start, picked, (logits.argmax(dim=-1) == chunk_targets) if argmax else None
 
 
