@@ -25,6 +25,7 @@ each path's error from that value says whether D is the engine's rounding or HFL
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import time
 
@@ -125,7 +126,6 @@ def run_compare(args) -> int:
         return loaded
 
     paths = ("hflm", "engine", "grouped")
-    totals = dict.fromkeys(paths, 0.0)
     metrics: dict[tuple, float] = {}
     seconds: dict[tuple, dict[str, float]] = {}  # (path, removed) -> benchmark -> seconds
     blocks = {"blocks_run": 0, "naive_blocks": 0}
@@ -145,10 +145,10 @@ def run_compare(args) -> int:
                     current["removed"], current["path"] = removed, path
                     loaded = models[removed]
                     evaluation = evaluate_model(loaded.model, loaded.tokenizer, one, removed, engine=engine)
-                    _record(path, {removed: evaluation}, totals, metrics, seconds)
+                    _record(path, {removed: evaluation}, metrics, seconds)
             current["path"] = "grouped"  # the pipeline's path: all sets in one pass
             grouped = evaluate_sets(models[()].model, models[()].tokenizer, one, sets)
-            _record("grouped", grouped, totals, metrics, seconds)
+            _record("grouped", grouped, metrics, seconds)
             for key in blocks:
                 blocks[key] += grouped[()].raw["depthprune"]["set_group"][key]
             print(
@@ -165,6 +165,7 @@ def run_compare(args) -> int:
         f"one pass: {blocks['blocks_run']} block calls against {blocks['naive_blocks']} one model at a time "
         f"({blocks['blocks_run'] / blocks['naive_blocks']:.3f}): the most sharing allows, for these sets"
     )
+    totals = {path: sum(sum(per.values()) for (p, _), per in seconds.items() if p == path) for path in paths}
     theirs = recorded.get("hflm", {})
     diff, equal = 0.0, True
     worst: dict[tuple, float] = {}  # request key -> largest |engine path - hflm|
@@ -183,7 +184,7 @@ def run_compare(args) -> int:
             if not same:
                 equal = False
                 print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} {path}={other}")
-    referee_float64(args, worst, recorded, instances)
+    referee_float64(models, worst, recorded, instances)
     print(
         f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} "
         f"engine one model at a time={totals['engine']:.1f} ({totals['engine'] / totals['hflm']:.3f} of hflm) "
@@ -196,7 +197,7 @@ def run_compare(args) -> int:
     return 0
 
 
-def referee_float64(args, worst: dict, recorded: dict, instances: dict, top: int = 5) -> None:
+def referee_float64(models: dict, worst: dict, recorded: dict, instances: dict, top: int = 5) -> None:
     """Rescore the ``top`` requests where the engine differs most from HFLM through HFLM in float64.
 
     Both float32 paths round differently (packed trees against one sequence per choice, other
@@ -205,19 +206,14 @@ def referee_float64(args, worst: dict, recorded: dict, instances: dict, top: int
     """
     from lm_eval.models.huggingface import HFLM
 
-    from depthprune.models.loading import load_model
-    from depthprune.models.pruning import remove_blocks
-
     keys = sorted(worst, key=worst.get, reverse=True)[:top]
     by_set: dict[tuple, list] = {}
     for key in keys:
         by_set.setdefault(key[0], []).append(key)
     errors = {"hflm": 0.0, "engine": 0.0, "grouped": 0.0}
     for removed, set_keys in by_set.items():
-        loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
-        model = loaded.model.double()
-        if removed:
-            remove_blocks(model, removed)
+        loaded = models[removed]  # already pruned; a float64 copy, the float32 model stays as it is
+        model = copy.deepcopy(loaded.model).double()
         # HFLM itself, with its log-softmax in float64 too (make_lm's float32 would bias the referee)
         lm = HFLM(pretrained=model, tokenizer=loaded.tokenizer, batch_size=1, softmax_dtype="float64")
         references = [result[0] for result in lm.loglikelihood([instances[k] for k in set_keys], disable_tqdm=True)]
@@ -236,10 +232,9 @@ def referee_float64(args, worst: dict, recorded: dict, instances: dict, top: int
     )
 
 
-def _record(path: str, evaluations: dict, totals: dict, metrics: dict, seconds: dict) -> None:
+def _record(path: str, evaluations: dict, metrics: dict, seconds: dict) -> None:
     """Add a path's seconds (model loading excluded) and metrics, per set and benchmark."""
     for removed, evaluation in evaluations.items():
-        totals[path] += sum(evaluation.seconds.values())
         seconds.setdefault((path, removed), {}).update(evaluation.seconds)
         for m in evaluation.metrics:
             metrics[(removed, m.benchmark, m.metric, path)] = m.value
