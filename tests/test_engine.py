@@ -24,6 +24,7 @@ from depthprune.engine.states import NullStateCache
 from depthprune.models import FAMILIES, export_pruned, family_for, load_model, remove_blocks
 from depthprune.models.loading import LoadedModel
 from depthprune.models.tiny import tiny_config
+from depthprune.search.base import TracingEvaluator
 
 CALIBRATIONS = ["ppl_c4", "tlm_cs170k", "ppl_cs170k"]
 
@@ -121,6 +122,32 @@ def test_sqlite_memo_shared_between_evaluators(tiny, data_dir, tmp_path):
     other = objective_for("ppl_c4", tiny.tokenizer, data_dir, seed=2)
     third = SubsetEvaluator(tiny, other, calibration="ppl_c4", memo_path=str(memo), settings={"seed": 2})
     assert not third.evaluate([(2, 3)])[0].memo_hit
+
+
+def test_gate_derivatives_are_memoised_for_every_budget(tiny, data_dir, tmp_path):
+    """CBO's g and H do not depend on M: the first job computes them, the next reads them from the
+    SQLite memo without running a block, and its search is charged what they cost."""
+    objective = objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=2, seq_len=24)
+    memo = tmp_path / "memo.sqlite"
+    first = SubsetEvaluator(tiny, objective, calibration="ppl_c4", memo_path=str(memo))
+    grad, hess = first.gate_derivatives()
+    assert first.gate_derivatives_memo_seconds == 0.0
+    second = TracingEvaluator(SubsetEvaluator(tiny, objective, calibration="ppl_c4", memo_path=str(memo)))
+    blocks_before = second.stats.blocks_run
+    grad2, hess2 = second.gate_derivatives()
+    assert np.array_equal(grad, grad2) and np.array_equal(hess, hess2)
+    assert second.stats.blocks_run == blocks_before and second.blocks_run == 0
+    cost = SqliteMemo(memo, first.config_key, {}).get_derivatives().cost_seconds
+    assert cost > 0 and second.shared_memo_seconds == cost
+    # --recompute computes them again; another calibration sample has its own
+    again = SubsetEvaluator(tiny, objective, calibration="ppl_c4", memo_path=str(memo), memo_read=False)
+    blocks_before = again.stats.blocks_run
+    again.gate_derivatives()
+    assert again.stats.blocks_run > blocks_before and again.gate_derivatives_memo_seconds == 0.0
+    other = objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=2, seq_len=24, seed=2)
+    third = SubsetEvaluator(tiny, other, calibration="ppl_c4", memo_path=str(memo), settings={"seed": 2})
+    assert not np.array_equal(third.gate_derivatives()[0], grad)
+    assert third.gate_derivatives_memo_seconds == 0.0
 
 
 def test_seeded_sampling_is_deterministic(tiny, data_dir):

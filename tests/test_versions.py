@@ -63,7 +63,13 @@ RECORDED = {
     # padding), 2048-token evaluation micro-batches (faster on CPU than 8192), the head returning only
     # the targets' log-probabilities and, for lm-eval's greedy flags only, argmax flags (head_target_logprobs), and one-model engine
     # scoring (score_trees, engine_window_nll_sums, evaluate_model) as the group of the one set ().
-    3: ("370676569684e8f4",),
+    3: (
+        "370676569684e8f4",
+        # CBO's gate derivatives kept in the memo (SubsetEvaluator.gate_derivatives reads them before
+        # computing them): the same function computes them; only where they are kept changed, and no
+        # loss, log-likelihood or derivative passes through the changed lines.
+        "ae5eaa702d71971e",
+    ),
 }
 
 

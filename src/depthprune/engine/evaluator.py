@@ -15,6 +15,7 @@ in the null memo and null state cache: every request runs from the embeddings on
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 
@@ -24,12 +25,14 @@ import torch
 from depthprune.calibration.objectives import Objective
 from depthprune.engine.dense_capture import State, capture_dense
 from depthprune.engine.memo import Memo, NullMemo, SqliteMemo, memo_key
-from depthprune.engine.records import EvalRecord, Evaluator, EvaluatorStats, MemoEntry, RemovedSet
+from depthprune.engine.records import EvalRecord, Evaluator, EvaluatorStats, GateDerivatives, MemoEntry, RemovedSet
 from depthprune.engine.scoring import scored_logprobs
 from depthprune.engine.states import NullStateCache, PrefixStates, StateCache, default_state_budget
 from depthprune.models.families import family_for
 from depthprune.models.loading import LoadedModel, dtype_name
 from depthprune.models.pruning import validate_removed
+
+log = logging.getLogger(__name__)
 
 
 class SubsetEvaluator(Evaluator):
@@ -67,7 +70,9 @@ class SubsetEvaluator(Evaluator):
         self.device = loaded.device
         self.stats = EvaluatorStats()
         self.progress = None  # a depthprune.progress.Progress set by the caller (prior, search) to log
-        self._gate_derivatives: tuple[np.ndarray, np.ndarray] | None = None
+        # Seconds the derivatives cost when some earlier call or job computed them, if the last
+        # gate_derivatives() read them from the memo; 0 if that call computed them (its wall time).
+        self.gate_derivatives_memo_seconds = 0.0
         self.config_key = memo_key(self.describe())
         state_device = self.device if state_device == "auto" else torch.device(state_device)
         if use_cache:
@@ -147,15 +152,21 @@ class SubsetEvaluator(Evaluator):
 
     def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
         """g = ∂L/∂α and H = ∂²L/∂α² at α = 1 for gated blocks h ← h + α_i f_i(h)
-        (docs/method.md §4.6), computed in float32 at least (see engine/gate_derivatives.py)."""
-        if self._gate_derivatives is not None:  # independent of M: every budget reuses it
-            return self._gate_derivatives
+        (docs/method.md §4.6), computed in float32 at least (see engine/gate_derivatives.py).
+        They do not depend on M: the memo keeps them, so every budget's CBO reuses one computation."""
+        stored = self.memo.get_derivatives()
+        if stored is not None:
+            self.gate_derivatives_memo_seconds = stored.cost_seconds
+            log.info("gate derivatives (%s) from the memo (they cost %.1fs)", stored.dtype, stored.cost_seconds)
+            return stored.grad, stored.hess
         from depthprune.engine.gate_derivatives import gate_derivatives
 
-        grad, hess, _ = gate_derivatives(self.model, self.family, self.objective, self.device, self.head_chunk)
+        started = time.perf_counter()
+        grad, hess, dtype = gate_derivatives(self.model, self.family, self.objective, self.device, self.head_chunk)
         self.stats.blocks_run += self.n_layers  # one gated forward pass (plus its backward passes)
-        self._gate_derivatives = (grad, hess)
-        return self._gate_derivatives
+        self.memo.put_derivatives(GateDerivatives(grad, hess, dtype_name(dtype), time.perf_counter() - started))
+        self.gate_derivatives_memo_seconds = 0.0
+        return grad, hess
 
     def logprobs(self, b: int, final_hidden: torch.Tensor) -> torch.Tensor:
         """log p(target) at the scored positions of batch b, from the state leaving the last kept block."""

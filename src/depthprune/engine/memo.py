@@ -4,6 +4,9 @@
 calibration) pair; ``NullMemo`` (``--no-cache``) remembers nothing, so every request runs from
 scratch. Entries are keyed by ``memo_key`` of the evaluator's description.
 
+The memo also keeps CBO's gate derivatives (g, H), which depend on the model and calibration but
+not on M: the budgets' CBO jobs compute them once between them.
+
 The SQLite memo: several Snakemake jobs may read and write the same file at once, and each new
 loss is committed as soon as it is known, so a killed job loses at most the evaluation in flight.
 Rows are keyed by a hash of everything that changes a loss (the model's content fingerprint,
@@ -28,7 +31,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-from depthprune.engine.records import MemoEntry, RemovedSet
+import numpy as np
+
+from depthprune.engine.records import GateDerivatives, MemoEntry, RemovedSet
 from depthprune.io import format_layers
 
 JOURNAL_MODES = ("wal", "delete")
@@ -57,6 +62,7 @@ class Memo:
         self.sqlite = sqlite
         self.read_sqlite = read_sqlite
         self._entries: dict[RemovedSet, MemoEntry] = {}
+        self._derivatives: GateDerivatives | None = None
 
     def get(self, key: RemovedSet) -> MemoEntry | None:
         found = self._entries.get(key)
@@ -74,6 +80,16 @@ class Memo:
     def __contains__(self, key: RemovedSet) -> bool:
         return self.get(key) is not None
 
+    def get_derivatives(self) -> GateDerivatives | None:
+        if self._derivatives is None and self.sqlite is not None and self.read_sqlite:
+            self._derivatives = self.sqlite.get_derivatives()
+        return self._derivatives
+
+    def put_derivatives(self, derivatives: GateDerivatives) -> None:
+        self._derivatives = derivatives
+        if self.sqlite is not None:
+            self.sqlite.put_derivatives(derivatives, replace=not self.read_sqlite)
+
 
 class NullMemo:
     """The memo of ``--no-cache``: knows nothing, keeps nothing."""
@@ -88,6 +104,12 @@ class NullMemo:
 
     def __contains__(self, key: RemovedSet) -> bool:
         return False
+
+    def get_derivatives(self) -> None:
+        return None
+
+    def put_derivatives(self, derivatives: GateDerivatives) -> None:
+        pass
 
 
 class SqliteMemo:
@@ -111,6 +133,10 @@ class SqliteMemo:
         self._run(
             "CREATE TABLE IF NOT EXISTS losses (config TEXT NOT NULL, removed TEXT NOT NULL, loss REAL NOT NULL,"
             " accuracy REAL, seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (config, removed))"
+        )
+        self._run(
+            "CREATE TABLE IF NOT EXISTS gate_derivatives (config TEXT PRIMARY KEY, n INTEGER NOT NULL,"
+            " grad BLOB NOT NULL, hess BLOB NOT NULL, dtype TEXT NOT NULL, seconds REAL NOT NULL)"
         )
         self._run("INSERT OR IGNORE INTO configs VALUES (?, ?)", (config_key, json.dumps(description, sort_keys=True)))
 
@@ -151,6 +177,30 @@ class SqliteMemo:
         self._run(
             f"INSERT OR {verb} INTO losses VALUES (?, ?, ?, ?, ?)",
             (self.config_key, format_layers(removed), loss, accuracy, seconds),
+        )
+
+    def get_derivatives(self) -> GateDerivatives | None:
+        """CBO's (g, H) for this configuration, as first computed, or None."""
+        rows = self._run(
+            "SELECT n, grad, hess, dtype, seconds FROM gate_derivatives WHERE config = ?", (self.config_key,)
+        )
+        if not rows:
+            return None
+        n, grad, hess, dtype, seconds = rows[0]
+        return GateDerivatives(
+            np.frombuffer(grad, dtype=np.float64).copy(),
+            np.frombuffer(hess, dtype=np.float64).reshape(n, n).copy(),
+            str(dtype),
+            float(seconds),
+        )
+
+    def put_derivatives(self, derivatives: GateDerivatives, replace: bool = False) -> None:
+        grad = np.ascontiguousarray(derivatives.grad, dtype=np.float64)
+        hess = np.ascontiguousarray(derivatives.hess, dtype=np.float64)
+        verb = "REPLACE" if replace else "IGNORE"
+        self._run(
+            f"INSERT OR {verb} INTO gate_derivatives VALUES (?, ?, ?, ?, ?, ?)",
+            (self.config_key, len(grad), grad.tobytes(), hess.tobytes(), derivatives.dtype, derivatives.cost_seconds),
         )
 
     def __len__(self) -> int:

@@ -37,6 +37,15 @@ class MemoEntry(NamedTuple):
     cost_seconds: float
 
 
+class GateDerivatives(NamedTuple):
+    """CBO's gate derivatives (docs/method.md §4.6) as the memo keeps them."""
+
+    grad: np.ndarray  # g = ∂L/∂α, shape N
+    hess: np.ndarray  # H = ∂²L/∂α², N × N
+    dtype: str  # the dtype they were computed in (float32 at least)
+    cost_seconds: float  # what computing them cost, charged to every search that reads them
+
+
 @dataclass
 class EvaluatorStats:
     distinct_evaluations: int = 0

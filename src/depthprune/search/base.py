@@ -101,6 +101,8 @@ class TracingEvaluator(Evaluator):
         blocks_before = self._inner_blocks()
         g, h = self.inner.gate_derivatives()
         self.blocks_run += self._inner_blocks() - blocks_before
+        # Read from the memo (another budget's CBO computed them): charged as computed here.
+        self.shared_memo_seconds += float(getattr(self.inner, "gate_derivatives_memo_seconds", 0.0))
         return np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64)
 
     # --- search bookkeeping ------------------------------------------------------------------
