@@ -50,3 +50,21 @@ def test_registered_for_the_lm_eval_command_line():
     import depthprune.evaluation.engine_lm as engine_lm
 
     assert get_model("depthprune") is engine_lm.DepthpruneLM
+
+
+def test_timing_evaluate_compare_runs_every_path_and_agrees(tiny_model_dir, data_dir, capsys):
+    """The README's evaluation benchmark (``timing evaluate --compare``) on the tiny model: HFLM, the
+    engine one model at a time and the one-pass group see the same requests, agree on every metric,
+    and the float64 referee rescores the most different requests."""
+    from depthprune.cli import main
+
+    argv = ["timing", "evaluate", "--compare", "--model", str(tiny_model_dir), "--data-dir", str(data_dir)]
+    argv += ["--tasks", "wikitext2,piqa", "--limit", "4", "--ppl-seq-len", "64", "--ppl-max-tokens", "128"]
+    argv += ["--compare-sets", "1 3", "1 4 6"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert any(line.startswith("one pass: ") for line in lines)
+    assert any(line.startswith("float64 referee on the 5 most different requests") for line in lines)
+    last = dict(item.split("=") for item in lines[-1].removeprefix("evaluate: ").split())
+    assert lines[-1].startswith("evaluate: ") and last["metrics_equal"] == "yes"
+    assert float(last["seconds_ratio"]) > 0 and float(last["max_abs_loglik_diff"]) <= 1e-4
