@@ -28,6 +28,11 @@ STUDIES = {
         "results/calibration_size/aggregate",
         "figures/calibration_size",
     ),
+    "two_families": (
+        ["--configfile", "config/two_families.yaml"],
+        "results/two_families/aggregate",
+        "figures/two_families",
+    ),
 }
 FIGURE_RULES = {"render", "calibration_size", "figures"}
 
