@@ -369,7 +369,7 @@ def observations_markdown(obs: Observations) -> str:
     lines = [
         "# The paper's observations in these results",
         "",
-        "Computed by `depthprune render` from `results/aggregate/`. Intervals: 95 % paired bootstrap over "
+        "Computed by `depthprune render` from the study's aggregate (`<results_dir>/aggregate/`). Intervals: 95 % paired bootstrap over "
         f"documents ({s['bootstrap']}); verdicts use only the paper's two calibrations (ppl_c4, tlm_cs170k). "
         "`inconclusive`: the interval straddles the claim's threshold.",
         "",
