@@ -9,6 +9,9 @@ from depthprune.models.loading import cpu_flags, cpu_native_bf16, dtype_name, re
 CPU = torch.device("cpu")
 
 
+UNCAPPED = {"environ": {}, "capability": "AVX512"}  # as on an AVX512-BF16 CPU, whatever this one is
+
+
 def never_probe():
     raise AssertionError("the torch probe must not be consulted when CPU flags decide")
 
@@ -17,8 +20,32 @@ def never_probe():
 def test_auto_is_bfloat16_on_cpu_with_native_bf16(flag, caplog):
     flags = {"fpu", "avx2", "avx512f", flag}
     with caplog.at_level("INFO", logger=loading.__name__):
-        assert resolve_dtype("auto", CPU, flags=flags, torch_probe=never_probe) is torch.bfloat16
+        assert resolve_dtype("auto", CPU, flags=flags, torch_probe=never_probe, **UNCAPPED) is torch.bfloat16
     assert flag in caplog.text and "bfloat16" in caplog.text  # the decision is logged with its reason
+
+
+@pytest.mark.parametrize(
+    "environ, capability, cap",
+    [
+        ({}, "AVX2", "ATEN_CPU_CAPABILITY"),  # PyTorch's kernels capped: bfloat16 is emulated
+        ({}, "DEFAULT", "ATEN_CPU_CAPABILITY"),
+        ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "AVX512", "ONEDNN_MAX_CPU_ISA"),  # oneDNN's matmuls capped
+        ({"ONEDNN_MAX_CPU_ISA": "avx512_core"}, "AVX512", "ONEDNN_MAX_CPU_ISA"),
+    ],
+)
+def test_auto_is_float32_where_kernels_are_capped_below_the_cpu(environ, capability, cap, caplog):
+    flags = {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
+    with caplog.at_level("INFO", logger=loading.__name__):
+        got = resolve_dtype("auto", CPU, flags=flags, torch_probe=never_probe, environ=environ, capability=capability)
+    assert got is torch.float32
+    assert cap in caplog.text
+
+
+@pytest.mark.parametrize("onednn", ["ALL", "AVX512_CORE_BF16", "AVX512_CORE_AMX"])
+def test_onednn_caps_at_or_above_bf16_keep_bfloat16(onednn):
+    flags = {"avx512_bf16"}
+    environ = {"ONEDNN_MAX_CPU_ISA": onednn}
+    assert resolve_dtype("auto", CPU, flags=flags, environ=environ, capability="AVX512") is torch.bfloat16
 
 
 def test_auto_is_float32_on_avx2_cpu(caplog):
