@@ -69,6 +69,10 @@ RECORDED = {
         # computing them): the same function computes them; only where they are kept changed, and no
         # loss, log-likelihood or derivative passes through the changed lines.
         "ae5eaa702d71971e",
+        # dtype auto on a CPU whose bfloat16 kernels are capped (models/loading.py:kernel_cap): it only
+        # changes which dtype `auto` resolves to, and the resolved dtype is part of every cache key, so
+        # no number cached under a dtype can be served under another or change at the same dtype.
+        "9475d6aa0608cf9a",
     ),
 }
 
