@@ -284,7 +284,8 @@ def test_every_output_exists(rendered):
     for stem in stems:
         for ext in ("csv", "md", "tex"):
             assert (out / "tables" / f"{stem}.{ext}").stat().st_size > 0, f"{stem}.{ext}"
-    for name in ("jaccard_pairs", "jaccard_summary", "spearman", "variance_decomposition", "observations"):
+    analyses = ("jaccard_pairs", "jaccard_summary", "spearman", "variance_decomposition", "calibration_contrast")
+    for name in analyses + ("observations",):
         assert (out / "tables" / f"{name}.csv").exists()
     assert (out / "tables" / "observations.md").exists()
 

@@ -16,7 +16,14 @@ from depthprune.reporting.aggregate import (
     TIE_DECIMALS,
     build_summary,
 )
-from depthprune.reporting.analysis import range_statistic, spearman_table, with_intervals
+from depthprune.reporting.analysis import (
+    MEAN_OVER_ALGORITHMS,
+    calibration_contrast,
+    chance_accuracy,
+    range_statistic,
+    spearman_table,
+    with_intervals,
+)
 from depthprune.reporting.bootstrap import document_replicates, interval, range_shifts, spearman_rows
 from depthprune.reporting.observations import FAILS, HOLDS, UNSURE, above, below, evaluate_observations
 from depthprune.reporting.table_format import Column, ReportTable, to_csv_frame
@@ -271,3 +278,43 @@ def test_paper_claims_leave_out_the_controls():
 
     frame = pd.DataFrame({"algorithm": ["dense", "one_shot", "bo", "ga_random", "bo_random", "exhaustive"]})
     assert paper_only(frame)["algorithm"].tolist() == ["dense", "one_shot", "bo"]
+
+
+def test_calibration_contrast_against_perplexity_pruning_and_chance():
+    """Two algorithms under both calibrations, 200 documents per task. one_shot: TLM-pruned correct on
+    30 % of every task, perplexity-pruned on 60 % (the same documents plus 60 more): clearly lower and
+    below chance (37.5 %). greedy: both models correct on the same 45 %: level, and its margin over
+    chance (+7.5 points) is about three standard errors, so above chance."""
+    assert chance_accuracy() == pytest.approx(0.375)
+    n = 200
+    docs = np.arange(n)
+    runs = {
+        ("m", "ppl_c4", 7, "one_shot"): (docs % 10) < 6,
+        ("m", "tlm_cs170k", 7, "one_shot"): (docs % 10) < 3,
+        ("m", "ppl_c4", 7, "greedy"): (docs % 20) < 9,
+        ("m", "tlm_cs170k", 7, "greedy"): (docs % 20) < 9,
+    }
+    reps = document_replicates(samples_for(runs), n_resamples=1000, seed=0)
+    summary = pd.DataFrame(
+        [
+            {"model": m, "calibration": c, "budget": b, "algorithm": a, "avg_accuracy": v.mean()}
+            for (m, c, b, a), v in runs.items()
+        ]
+    )
+    out = calibration_contrast(summary, reps).set_index("algorithm")
+    assert list(out.index) == ["one_shot", "greedy", MEAN_OVER_ALGORITHMS]
+    one = out.loc["one_shot"]
+    assert one["acc_tlm_pruned"] == pytest.approx(0.3) and one["acc_perplexity_pruned"] == pytest.approx(0.6)
+    assert one["diff_tlm_minus_ppl"] == pytest.approx(-0.3) and one["diff_ci_high"] < 0
+    assert one["tlm_vs_ppl"] == "lower" and one["tlm_vs_chance"] == "below"
+    greedy = out.loc["greedy"]
+    # Paired: the same documents resampled for both models, so the difference is exactly 0 every time.
+    assert greedy["diff_ci_low"] == greedy["diff_ci_high"] == 0 and greedy["tlm_vs_ppl"] == "level"
+    assert greedy["tlm_minus_chance"] == pytest.approx(0.075) and greedy["tlm_vs_chance"] == "above"
+    mean = out.loc[MEAN_OVER_ALGORITHMS]
+    assert mean["diff_tlm_minus_ppl"] == pytest.approx(-0.15) and mean["tlm_vs_ppl"] == "lower"
+    assert mean["diff_ci_low"] < -0.15 < mean["diff_ci_high"]
+    # Without per-document results: point values, no intervals, no sides.
+    bare = calibration_contrast(summary).set_index("algorithm")
+    assert bare.loc["one_shot", "diff_tlm_minus_ppl"] == pytest.approx(-0.3)
+    assert np.isnan(bare.loc["one_shot", "diff_ci_low"]) and bare.loc["one_shot", "tlm_vs_ppl"] == ""

@@ -419,3 +419,102 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_low")] = lo
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_high")] = hi
     return out
+
+
+# Chance accuracy of each zero-shot task: one over its number of choices (ARC-E and ARC-C have a few
+# items with three or five choices; their nominal four is used). Their mean over the six tasks, 37.5 %,
+# is the level below which a pruned model's average accuracy says nothing about the task.
+CHANCE_ACCURACY = {
+    "hellaswag": 1 / 4,
+    "winogrande": 1 / 2,
+    "arc_easy": 1 / 4,
+    "arc_challenge": 1 / 4,
+    "piqa": 1 / 2,
+    "boolq": 1 / 2,
+}
+MEAN_OVER_ALGORITHMS = "mean of the algorithms"
+
+
+def chance_accuracy() -> float:
+    """Chance level of the average accuracy over the six zero-shot tasks (Tables 2-3)."""
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+
+    return float(np.mean([CHANCE_ACCURACY[name] for name in ZERO_SHOT_BENCHMARKS]))
+
+
+def _side(lo: float, hi: float, above: str, below: str, level: str) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    return above if lo > 0 else below if hi < 0 else level
+
+
+def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
+    """TLM-pruned against perplexity-pruned models and against chance, per (model, M, algorithm).
+
+    For every algorithm run under both of the paper's calibrations: the average accuracy of its
+    TLM-pruned and its perplexity-pruned model, their difference (TLM minus perplexity) and the
+    TLM-pruned model's margin over chance (``chance_accuracy``), each with its 95 % paired-bootstrap
+    interval (the same resampled documents for both models). One more row per (model, M) averages
+    the algorithms. ``tlm_vs_ppl`` and ``tlm_vs_chance`` say which side of zero the interval lies on.
+    """
+    from depthprune.reporting.bootstrap import interval
+
+    columns = [
+        "model",
+        "budget",
+        "algorithm",
+        "acc_perplexity_pruned",
+        "acc_tlm_pruned",
+        "diff_tlm_minus_ppl",
+        "diff_ci_low",
+        "diff_ci_high",
+        "tlm_vs_ppl",
+        "chance",
+        "tlm_minus_chance",
+        "tlm_minus_chance_ci_low",
+        "tlm_minus_chance_ci_high",
+        "tlm_vs_chance",
+    ]
+    kinds = summary["calibration"].map(calibration_kind)
+    paper = summary["calibration"].isin(PAPER_CALIBRATIONS) & (summary["algorithm"] != DENSE_ALGORITHM)
+    ppl, tlm = summary[paper & (kinds == "ppl")], summary[paper & (kinds == "tlm")]
+    pairs = ppl.merge(tlm, on=["model", "budget", "algorithm"], suffixes=("_ppl", "_tlm"))
+    chance = chance_accuracy()
+    rows = []
+    for (model, budget), cell in pairs.groupby(["model", "budget"], sort=True):
+        cell = cell.sort_values("algorithm", key=lambda s: s.map(algorithm_sort_key), kind="stable")
+        acc_ppl, acc_tlm = cell["avg_accuracy_ppl"].to_numpy(float), cell["avg_accuracy_tlm"].to_numpy(float)
+        if reps is not None:
+            runs = {
+                suffix: cell[["model", "budget", "algorithm"]].assign(calibration=cell[f"calibration_{suffix}"])
+                for suffix in ("ppl", "tlm")
+            }
+            rep_ppl = reps.aligned(runs["ppl"], "avg_accuracy")
+            rep_tlm = reps.aligned(runs["tlm"], "avg_accuracy")
+        else:
+            rep_ppl = rep_tlm = np.full((1, len(cell)), np.nan)
+        names = list(cell["algorithm"]) + [MEAN_OVER_ALGORITHMS]
+        observed = [(acc_ppl[j], acc_tlm[j], rep_ppl[:, j], rep_tlm[:, j]) for j in range(len(cell))]
+        observed.append((acc_ppl.mean(), acc_tlm.mean(), rep_ppl.mean(axis=1), rep_tlm.mean(axis=1)))
+        for name, (a_ppl, a_tlm, r_ppl, r_tlm) in zip(names, observed):
+            d_lo, d_hi = interval(r_tlm - r_ppl)
+            c_lo, c_hi = interval(r_tlm - chance)
+            rows.append(
+                {
+                    "model": model,
+                    "budget": budget,
+                    "algorithm": name,
+                    "acc_perplexity_pruned": a_ppl,
+                    "acc_tlm_pruned": a_tlm,
+                    "diff_tlm_minus_ppl": a_tlm - a_ppl,
+                    "diff_ci_low": d_lo,
+                    "diff_ci_high": d_hi,
+                    "tlm_vs_ppl": _side(d_lo, d_hi, "higher", "lower", "level"),
+                    "chance": chance,
+                    "tlm_minus_chance": a_tlm - chance,
+                    "tlm_minus_chance_ci_low": c_lo,
+                    "tlm_minus_chance_ci_high": c_hi,
+                    "tlm_vs_chance": _side(c_lo, c_hi, "above", "below", "at chance"),
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)

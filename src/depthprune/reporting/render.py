@@ -2,7 +2,8 @@
 
 Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<model>].{csv,md,tex}``;
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
-``variance_decomposition.csv``, ``range_statistic.csv``), ``tables/observations.{md,csv}`` and
+``variance_decomposition.csv``, ``range_statistic.csv``, ``calibration_contrast.csv``: TLM- against
+perplexity-pruned models and chance), ``tables/observations.{md,csv}`` and
 ``tables/paper_comparison.{md,csv}``. Intervals come from the paired document bootstrap over
 ``results/aggregate/samples.parquet`` (``reporting/bootstrap.py``).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from depthprune.io import atomic_write_csv, atomic_write_text
 from depthprune.reporting.aggregate import SAMPLES, load_aggregate
 from depthprune.reporting.analysis import (
+    calibration_contrast,
     jaccard_summary,
     pairwise_jaccard,
     range_statistic,
@@ -152,6 +154,7 @@ def render(
             "variance_decomposition": variance_decomposition(base, reps),
             "range_statistic": range_statistic(base, reps),
             "controls": control_comparison(all_selections),
+            "calibration_contrast": calibration_contrast(base, reps),
         }
         if len(seeds) > 1:
             analyses["seeds_spread"] = seed_spread(agg.summary)
