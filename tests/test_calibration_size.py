@@ -287,6 +287,7 @@ def test_calibration_size_preset_dry_run():
     assert {w["algorithm"] for w in searches} == {"one_shot", "greedy"} and {w["budget"] for w in searches} == {"7"}
     rules = [rule for rule, _ in jobs]
     assert rules.count("prior") == 18 and rules.count("calibration_size") == 1 and rules.count("evaluate_dense") == 1
+    assert rules.count("evaluate_pass") == 3  # every size's sets of one seed in one pass
 
 
 def test_extended_preset_dry_run():
@@ -313,3 +314,4 @@ def test_two_families_preset_dry_run():
     assert len(searches) == 2 * 2 * 2 * 9  # models x calibrations x budgets x algorithms
     rules = [rule for rule, _ in jobs]
     assert rules.count("evaluate_selections") == 2 * 2 * 2 and rules.count("evaluate_dense") == 2
+    assert rules.count("evaluate_pass") == 2  # one per model

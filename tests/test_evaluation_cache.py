@@ -207,3 +207,46 @@ def test_per_document_results_are_cached_and_reproduce_the_metrics(tiny_model_di
     w2 = head[head["benchmark"] == "wikitext2"].pivot(index="unit", columns="metric", values="value")
     assert len(w2) == 2  # 128 tokens in windows of 64
     assert math.isclose(math.exp(w2["nll_sum"].sum() / w2["n_tokens"].sum()), metrics[("wikitext2", "perplexity")])
+
+
+def test_evaluation_pass_then_each_group_from_the_cache(tiny_model_dir, data_dir, tmp_path, capsys):
+    """The pipeline's pass (evaluation.pass_per: model): one `evaluate --dense --out-pass` computes
+    every set of two groups and the dense model at once; the groups' and the dense model's own jobs
+    then write their files from the cache without loading the model, equal to evaluating alone."""
+    groups = {"ppl_c4": [[1, 6], [2, 3]], "tlm_cs170k": [[1, 6], [0, 7]]}  # one set chosen under both
+    selections = {}
+    for calibration, sets in groups.items():
+        for index, removed in enumerate(sets):
+            path = tmp_path / f"{calibration}-{index}.json"
+            document = {"model": "tiny", "calibration": calibration, "budget": 2, "algorithm": f"a{index}"}
+            path.write_text(json.dumps({**document, "removed": removed}))
+            selections.setdefault(calibration, []).append(str(path))
+    settings = ["--tasks", "wikitext2,piqa", "--limit", "2", "--ppl-seq-len", "64", "--ppl-max-tokens", "128"]
+    common = ["evaluate", "--model", str(tiny_model_dir), "--name", "tiny", "--batch-size", "4", *settings]
+    common += ["--model-cache-dir", str(tmp_path / "models"), "--data-dir", str(data_dir)]
+    cached = [*common, "--cache-dir", str(tmp_path / "cache")]
+    everything = [arg for paths in selections.values() for path in paths for arg in ("--selection", path)]
+    code, _ = run_cli([*cached, *everything, "--dense", "--out-pass", str(tmp_path / "pass.json")], capsys)
+    record = json.loads((tmp_path / "pass.json").read_text())
+    assert code == 0 and record["computed"] == 4 and record["cache_hits"] == 0  # [1 6] once, and the dense
+    assert sorted(s["removed"] for s in record["sets"]) == [[], [0, 7], [1, 6], [1, 6], [2, 3]]
+    assert 0 < record["blocks_run"] < record["naive_blocks"]  # the dense prefix ran once for all four
+
+    for calibration, paths in selections.items():
+        outputs = [
+            arg
+            for index in range(len(paths))
+            for arg in ("--out-metrics", str(tmp_path / f"{calibration}-{index}.csv"))
+        ]
+        code, out = run_cli([*cached, *(a for p in paths for a in ("--selection", p)), *outputs], capsys)
+        assert code == 0 and out.out.count("cache hit") == 2 and "0 computed" in out.out
+    code, out = run_cli([*cached, "--out-metrics", str(tmp_path / "dense.csv")], capsys)
+    assert code == 0 and "cache hit" in out.out
+
+    # The same numbers as each set evaluated alone, without the cache.
+    for name, removed in (("tlm_cs170k-1", "0 7"), ("dense", "")):
+        alone = tmp_path / f"alone-{name}.csv"
+        code, _ = run_cli([*common, "--no-eval-cache", "--removed", removed, "--out-metrics", str(alone)], capsys)
+        columns = ["benchmark", "metric", "value"]
+        expected = pd.read_csv(alone, keep_default_na=False)[columns]
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / f"{name}.csv", keep_default_na=False)[columns], expected)

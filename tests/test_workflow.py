@@ -67,7 +67,8 @@ def test_default_profile_dag():
         "prepare_model": 1,
         "prior": 2,
         "search": 36,
-        "evaluate_selections": 4,  # one per (calibration, M): its nine algorithms' sets in one pass
+        "evaluate_pass": 1,  # every set of the model (both calibrations and budgets, dense) in one pass
+        "evaluate_selections": 4,  # one per (calibration, M): its nine sets' files, from the cache
         "evaluate_dense": 1,
         "aggregate": 1,
         "render": 1,
@@ -81,6 +82,7 @@ def test_seeds_profile_dag():
     output = run_snakemake("-n", "--configfile", "config.yaml", "config/seeds.yaml").stdout
     counts = job_counts(output)
     assert counts["prior"] == 2 * 3 and counts["search"] == 36 * 3 and counts["evaluate_selections"] == 4 * 3
+    assert counts["evaluate_pass"] == 3  # one per seed
     assert counts["evaluate_dense"] == 1 and counts["aggregate"] == 1
     seeds = {wildcards.get("seed") for rule, wildcards in planned_jobs(output) if rule == "search"}
     assert seeds == {"0", "1", "2"}
@@ -93,6 +95,7 @@ def test_paper_profile_dag():
     counts = Counter(rule for rule, _ in jobs)
     assert counts["search"] == 84  # 3 models x 2 calibrations x 2 budgets x 7 algorithms
     assert counts["evaluate_selections"] == 12  # 3 models x 2 calibrations x 2 budgets
+    assert counts["evaluate_pass"] == 0  # pass_per: cell: each of them is a pass of its own on a GPU
     assert counts["evaluate_dense"] == 3
     assert counts["prior"] == 6
     assert counts["prepare_model"] == 3
@@ -180,7 +183,12 @@ FAKE_CLI = textwrap.dedent(
         write(value("--out-selection"), "{}\\n")
         write(value("--out-trace"))
     elif command == "evaluate":  # one --out-* of each kind per --selection (a group) or one (dense)
-        for flag, text in (("--out-metrics", "placeholder\\n"), ("--out-raw", "{}\\n"), ("--out-samples", "x")):
+        for flag, text in (
+            ("--out-metrics", "placeholder\\n"),
+            ("--out-raw", "{}\\n"),
+            ("--out-samples", "x"),
+            ("--out-pass", "{}\\n"),
+        ):
             for index in (i for i, arg in enumerate(argv) if arg == flag):
                 write(argv[index + 1], text)
     elif command == "aggregate":
@@ -260,9 +268,11 @@ def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
     jobs = planned_jobs(output)
     searches = [w for rule, w in jobs if rule == "search"]
     assert len(searches) == 4 and {w["algorithm"] for w in searches} == {"ga"}
-    # Every group holding a ga set reruns; the evaluation cache computes only the ga sets again.
+    # The pass reruns and computes only the ga sets again (the evaluation cache answers the others);
+    # every group holding a ga set writes its files again.
     assert Counter(rule for rule, _ in jobs) == {
         "search": 4,
+        "evaluate_pass": 1,
         "evaluate_selections": 4,
         "aggregate": 1,
         "render": 1,
@@ -275,6 +285,7 @@ def test_adding_a_budget_runs_only_its_jobs(finished):
     assert {w["budget"] for rule, w in jobs if rule in ("search", "evaluate_selections")} == {"4"}
     assert Counter(rule for rule, _ in jobs) == {
         "search": 12,
+        "evaluate_pass": 1,  # computes the new budget's sets only; the other groups do not rerun
         "evaluate_selections": 2,
         "aggregate": 1,
         "render": 1,
@@ -285,10 +296,11 @@ def test_adding_a_budget_runs_only_its_jobs(finished):
 def test_adding_an_algorithm_runs_only_its_jobs(finished):
     jobs = planned_jobs(finished.run("-n", config=(f"algorithms=[{','.join(SEVEN)}]",)).stdout)
     assert {w["algorithm"] for rule, w in jobs if rule == "search"} == {"fast_block_select"}
-    # The four groups rerun with one more set each: the evaluation cache answers the six others
-    # (tests/test_set_group.py: adding one set computes one new set).
+    # The pass reruns and computes the four new sets: the evaluation cache answers the others
+    # (tests/test_set_group.py: adding one set computes one new set); the four groups write theirs.
     assert Counter(rule for rule, _ in jobs) == {
         "search": 4,
+        "evaluate_pass": 1,
         "evaluate_selections": 4,
         "aggregate": 1,
         "render": 1,

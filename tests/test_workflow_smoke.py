@@ -7,6 +7,7 @@ Slow (minutes on 2 cores): `pytest -m slow tests/test_workflow_smoke.py`.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import re
 import subprocess
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIGURES = ("figure1", "figure2", "figure3")
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 ALGORITHMS = {"one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select"}
-MODEL_RULES = {"prepare_model", "prior", "search", "evaluate_selections", "evaluate_dense"}
+MODEL_RULES = {"prepare_model", "prior", "search", "evaluate_pass", "evaluate_selections", "evaluate_dense"}
 
 
 def executed_rules(output: str) -> set[str]:
@@ -123,6 +124,20 @@ def test_table5_agreement(smoke_run):
     assert (table["n_sets"] == 7).all()
     for column in ("mean_jaccard", "full_overlap"):
         assert table[column].between(0, 1).all(), table[column].tolist()
+
+
+def test_one_evaluation_pass_computed_every_set(smoke_run):
+    """evaluation.pass_per: model: the pass computed every distinct set and the dense model; the
+    jobs that wrote each group's files found them all in the cache."""
+    record = json.loads((smoke_run["results"] / "tiny" / "seed0" / "evaluation_pass.json").read_text())
+    selections = pd.read_csv(smoke_run["results"] / "aggregate" / "selections.csv", keep_default_na=False)
+    distinct = set(selections["removed"]) | {""}
+    assert record["computed"] == len(distinct) and record["cache_hits"] == 0
+    assert {" ".join(map(str, s["removed"])) for s in record["sets"]} == distinct
+    assert 0 < record["blocks_run"] < record["naive_blocks"]
+    logs = sorted((smoke_run["workdir"] / "logs" / "smoke" / "evaluate" / "tiny").glob("*/seed0/M*.log"))
+    assert len(logs) == 4 and all("evaluation cache hit" in log.read_text() for log in logs)
+    assert not any(re.search(r"evaluating \d+ of \d+ removed sets", log.read_text()) for log in logs)
 
 
 def test_memo_and_caches_are_kept(smoke_run):

@@ -124,6 +124,43 @@ def group_outputs(name):
     return expand(search_file(name), algorithm=config["algorithms"], allow_missing=True)
 
 
+def model_selections(wildcards):
+    """Every selection.json of one model and seed: all calibrations, budgets and algorithms."""
+    return [
+        results_path(
+            wildcards.model,
+            calibration,
+            f"seed{wildcards.seed}",
+            f"M{budget}",
+            algorithm,
+            "selection.json",
+        )
+        for calibration in calibration_labels()
+        for budget in model_budgets(wildcards.model)
+        for algorithm in config["algorithms"]
+    ]
+
+
+def one_pass_per_model():
+    """evaluation.pass_per: model (evaluate_pass scores every set of a model and seed at once)."""
+    return config["evaluation"]["pass_per"] == "model"
+
+
+def evaluation_pass(model, seed):
+    """The record of the one evaluation pass over a model's sets, or nothing (pass_per: cell, where
+    each evaluate_selections job computes its own sets)."""
+    return (
+        results_path(model, f"seed{seed}", "evaluation_pass.json")
+        if one_pass_per_model()
+        else []
+    )
+
+
+def selection_args(wildcards, input):
+    """--selection per selection.json of the job's input (a pass: nothing written per set)."""
+    return " ".join(f"--selection {shlex.quote(path)}" for path in input.selections)
+
+
 def selection_and_outputs(wildcards, input, output):
     """--selection and its three --out-* per algorithm, in the same order."""
     return " ".join(
@@ -326,21 +363,30 @@ def memo_journal_param(wildcards):
     )
 
 
-def recompute_param(rule):
-    """`--recompute` when Snakemake was asked to force this rule (`--forcerun rule`, `--forceall`),
-    so a forced rerun computes again instead of reading the job's own cache (memo, evaluation cache,
-    BO study), which is not a Snakemake output. Jobs a cluster executor submits are re-planned by a
-    Snakemake process on the node that does not see the flag: there, also set DEPTHPRUNE_RECOMPUTE=1
-    in the environment (the CLI reads it)."""
+def recompute_param(name):
+    """`--recompute` when Snakemake was asked to force the rule `name` (`--forcerun name`,
+    `--forceall`), so a forced rerun computes again instead of reading the job's own cache (memo,
+    evaluation cache, BO study), which is not a Snakemake output. Jobs a cluster executor submits
+    are re-planned by a Snakemake process on the node that does not see the flag: there, also set
+    DEPTHPRUNE_RECOMPUTE=1 in the environment (the CLI reads it)."""
+    writes_pass_sets = name in ("evaluate_selections", "evaluate_dense")
 
     def param(wildcards):
-        settings = workflow.dag_settings
-        forced = bool(getattr(settings, "forceall", False)) or rule in set(
-            getattr(settings, "forcerun", None) or ()
-        )
+        forced = forced_rule(name)
+        if writes_pass_sets and one_pass_per_model():
+            # Their sets are the pass's: a forced pass has just recomputed them (--forceall).
+            forced = forced and not forced_rule("evaluate_pass")
         return NotARerunTrigger("--recompute" if forced else "")
 
     return param
+
+
+def forced_rule(name):
+    """Whether Snakemake was asked to force the rule `name` (--forcerun name, --forceall)."""
+    settings = workflow.dag_settings
+    return bool(getattr(settings, "forceall", False)) or name in set(
+        getattr(settings, "forcerun", None) or ()
+    )
 
 
 def calibration_args(wildcards):
@@ -391,6 +437,7 @@ def search_param_args(wildcards):
 def evaluation_args(wildcards):
     options = dict(config["evaluation"])
     headline = options.pop("headline_metrics")
+    options.pop("pass_per")  # which jobs run a pass, not how a set is scored
     return cli_args(
         {
             **options,

@@ -1,17 +1,54 @@
 # `depthprune evaluate` -> depthprune/evaluation/cli.py (science: evaluation/run.py, engine/set_group.py).
 # Stage 3: evaluate every pruned model and the dense model (perplexities and zero-shot accuracy).
-# One job per (model, calibration, seed, M) evaluates the removed sets of all its algorithms in one
-# pass: the blocks the sets share below their first difference run once for all of them. Each set
-# still gets its own metrics.csv, lm_eval.json and samples.parquet, and its own entry in the
-# content-addressed cache results/<model>/eval_cache (not a declared output): identical sets are
-# computed once per model, and a rerun of the group (one more algorithm, say) computes only the
-# sets not cached yet.
+# Removed sets are scored in passes: the blocks the sets of a pass share below their first
+# difference run once for all of them. Every set gets its own entry in the content-addressed cache
+# results/<model>/eval_cache (not a declared output), so identical sets are computed once per model
+# and a rerun (one more algorithm, say) computes only the sets not cached yet.
+#
+# evaluation.pass_per: model (default): evaluate_pass scores every set of a model and seed (all
+# calibrations and budgets, and the dense model) in one pass; evaluate_selections and evaluate_dense
+# then write each set's metrics.csv, lm_eval.json and samples.parquet from the cache, loading no
+# model. pass_per: cell: no evaluate_pass; each evaluate_selections job scores the sets of its
+# (model, calibration, seed, M) in a pass of its own, and evaluate_dense the dense model.
+
+
+rule evaluate_pass:
+    input:
+        model=prepared_model("{model}"),
+        selections=model_selections,
+    output:
+        results_path("{model}", "seed{seed}", "evaluation_pass.json"),
+    log:
+        log_path("evaluate", "{model}", "seed{seed}", "pass.log"),
+    benchmark:
+        benchmark_path("evaluate", "{model}", "seed{seed}", "pass.tsv")
+    conda:
+        "../../envs/depthprune.yaml"
+    threads: config["threads"]
+    resources:
+        gpu=config["resources"]["gpu"],
+        mem_mb=config["resources"]["mem_mb"],
+    params:
+        model=model_args,
+        evaluation=evaluation_args,
+        sets=selection_args,
+        # Not rerun triggers (see NotARerunTrigger in common.smk):
+        data_dir=data_dir_param,
+        recompute=recompute_param("evaluate_pass"),
+    shell:
+        "depthprune --log-file {log:q} evaluate {params.recompute} {params.model}"
+        " {params.evaluation} {params.data_dir} {params.sets} --dense --out-pass {output:q}"
 
 
 rule evaluate_selections:
     input:
         model=prepared_model("{model}"),
         selections=group_outputs("selection.json"),
+        # ancient: the pass orders the jobs; a pass rerun for other sets (another budget, say)
+        # does not rerun this one, whose sets and their cache entries are unchanged
+        evaluation_pass=lambda wildcards: ancient(
+            evaluation_pass(wildcards.model, wildcards.seed)
+        ),
     output:
         metrics=group_outputs("metrics.csv"),
         raw=group_outputs("lm_eval.json"),
@@ -44,6 +81,9 @@ rule evaluate_selections:
 rule evaluate_dense:
     input:
         model=prepared_model("{model}"),
+        evaluation_pass=lambda wildcards: ancient(
+            evaluation_pass(wildcards.model, config["seeds"][0])
+        ),
     output:
         metrics=results_path("{model}", "dense", "metrics.csv"),
         raw=results_path("{model}", "dense", "lm_eval.json"),

@@ -36,6 +36,11 @@ def register(subparsers) -> None:
         help="selection.json of a search (gives removed set and labels); repeatable: a group in one pass",
     )
     chosen.add_argument("--removed", help='blocks to remove, e.g. "3 5 7" (0-based)')
+    which.add_argument(
+        "--dense",
+        action="store_true",
+        help="also evaluate the dense model, in the same pass as the --selection sets (it shares their first blocks)",
+    )
     which.add_argument("--calibration", help="label (default: from --selection, else 'none')")
     which.add_argument("--budget", type=int, help="label M (default: from --selection, else the removed count)")
     which.add_argument("--algorithm", help="label (default: from --selection, else 'dense' or 'manual')")
@@ -52,6 +57,11 @@ def register(subparsers) -> None:
         "--out-samples",
         action="append",
         help="per-document scores and per-window NLLs, Parquet (atomically); one per set",
+    )
+    out.add_argument(
+        "--out-pass",
+        help="JSON record of the pass: every set with its cache key, computed or a cache hit, blocks run "
+        "(the pipeline's evaluate_pass, whose sets' own files are written by later jobs from the cache)",
     )
     parser.set_defaults(func=main)
 
@@ -179,6 +189,22 @@ def outputs_per_set(args, n_sets: int) -> list[tuple]:
     return list(zip(*columns))
 
 
+def pass_record(name: str, evaluations, seconds: float) -> dict:
+    """What one evaluation pass did (``--out-pass``): its sets, which were computed, the blocks run."""
+    distinct = {e.cache_key: e for e in evaluations}.values()  # a set chosen twice is evaluated once
+    computed = [e for e in distinct if not e.cache_hit]
+    group = next((e.raw["depthprune"].get("set_group") for e in computed), None) or {}
+    return {
+        "model": name,
+        "sets": [{"removed": list(e.removed), "cache_key": e.cache_key, "cache_hit": e.cache_hit} for e in evaluations],
+        "computed": len(computed),
+        "cache_hits": len(distinct) - len(computed),
+        "blocks_run": group.get("blocks_run", 0),
+        "naive_blocks": group.get("naive_blocks", 0),
+        "seconds": seconds,
+    }
+
+
 def main(args) -> int:
     from depthprune.cli_common import load_model_from_args
     from depthprune.evaluation.cache import EvalCache
@@ -193,14 +219,15 @@ def main(args) -> int:
     cache = None if args.no_eval_cache else EvalCache(args.cache_dir or eval_cache_dir(name))
     evaluations = evaluate_removed_sets(
         model_identity=model_identity(args),
-        removed_sets=[removed for removed, _ in sets],
+        # --dense: the dense model rides along, for the cache and the --out-pass record (no files)
+        removed_sets=[removed for removed, _ in sets] + ([()] if args.dense else []),
         settings=settings,
         load=lambda: load_model_from_args(args),
         cache=cache,
         read_cache=not args.recompute,
     )
     seconds = time.perf_counter() - start
-    for (removed, labels), evaluation, (metrics, raw, samples) in zip(sets, evaluations, outputs):
+    for (removed, labels), evaluation, (metrics, raw, samples) in zip(sets, evaluations[: len(sets)], outputs):
         frame = write_outputs(evaluation, labels, settings, metrics, raw, samples)
         source = f"cache hit {evaluation.cache_key[:12]}" if evaluation.cache_hit else "evaluated"
         print(
@@ -208,6 +235,10 @@ def main(args) -> int:
             f"({labels.calibration}/{labels.algorithm}/M={labels.budget}): {source}"
         )
         print(frame[["benchmark", "metric", "value", "stderr", "n", "headline"]].to_string(index=False))
+    if args.out_pass:
+        from depthprune.io import atomic_write_json
+
+        atomic_write_json(args.out_pass, pass_record(name, evaluations, seconds))
     computed = sum(not e.cache_hit for e in evaluations)
     print(
         f"{len(evaluations)} set(s), {computed} computed, {len(evaluations) - computed} from the cache, in {seconds:.2f}s"
