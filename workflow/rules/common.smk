@@ -83,6 +83,11 @@ def benchmark_path(*parts):
     return os.path.join(config["benchmarks_dir"], *parts)
 
 
+def search_threads():
+    """Threads of a prior or search job: `search_threads`, else `threads`."""
+    return config.get("search_threads") or config["threads"]
+
+
 def prepared_model(model):
     """JSON record written by `depthprune prepare-model`: the model is converted/downloaded once
     into the model cache, and every model job after it only loads."""

@@ -14,7 +14,7 @@ rule prior:
         benchmark_path("prior", "{model}", "{calibration}", "seed{seed}.tsv")
     conda:
         "../../envs/depthprune.yaml"
-    threads: config["threads"]
+    threads: search_threads()
     resources:
         gpu=config["resources"]["gpu"],
         mem_mb=config["resources"]["mem_mb"],

@@ -17,7 +17,7 @@ rule search:
         search_benchmark("search")
     conda:
         "../../envs/depthprune.yaml"
-    threads: config["threads"]
+    threads: search_threads()
     resources:
         gpu=config["resources"]["gpu"],
         mem_mb=config["resources"]["mem_mb"],
