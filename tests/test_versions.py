@@ -73,6 +73,12 @@ RECORDED = {
         # changes which dtype `auto` resolves to, and the resolved dtype is part of every cache key, so
         # no number cached under a dtype can be served under another or change at the same dtype.
         "9475d6aa0608cf9a",
+        # lm-eval's Task objects built once per task and run for every set of a pass, and lm-eval's
+        # environment summary (add_env_info) computed once per process (evaluation/run.py,
+        # evaluation/harness.py): no score passes through them. Verified: two sets in one pass
+        # (SmolLM2, bfloat16, wikitext2, lambada_openai, hellaswag, boolq, winogrande at limit 30)
+        # give identical metrics.csv and samples.parquet for both sets before and after.
+        "f3e27c566c698a4f",
     ),
 }
 

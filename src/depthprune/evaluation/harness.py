@@ -184,14 +184,11 @@ def sample_rows(task: str, logged: list[dict]) -> list[dict]:
     return rows
 
 
-def run_task(lm, manager, task: str, *, limit: int | None, bootstrap_iters: int) -> TaskRun:
-    """Evaluate one lm-eval task 0-shot on ``lm``; the first ``limit`` documents if given."""
-    from lm_eval import simple_evaluate
-    from lm_eval.utils import handle_non_serializable
-
-    start = time.perf_counter()
+def load_task(manager, task: str) -> list:
+    """lm-eval's Task object(s) of ``task``, built once (its data loaded and documents processed),
+    to run on as many models as needed; a data set that cannot be loaded names its source."""
     try:
-        loaded = manager.load([task])
+        return list(manager.load([task])["tasks"].values())
     except Exception as err:  # dataset download/build failures surface here, before any scoring
         entry = manager.task_index.get(task)
         source = (entry.cfg or {}).get("dataset_path") if entry is not None else None
@@ -199,10 +196,24 @@ def run_task(lm, manager, task: str, *, limit: int | None, bootstrap_iters: int)
             f"lm-eval task {task!r}: dataset {source or '?'} could not be loaded ({type(err).__name__}: {err}); "
             "pass --data-dir for an offline mirror"
         ) from err
-    with _scoped_env(DISABLE_MULTIPROC="1"):  # lm-eval's bootstrap forks a pool; unsafe next to CUDA
+
+
+def run_task(
+    lm, manager, task: str, *, limit: int | None, bootstrap_iters: int, task_objects: list | None = None
+) -> TaskRun:
+    """Evaluate one lm-eval task 0-shot on ``lm``; the first ``limit`` documents if given.
+
+    ``task_objects``: the task as ``load_task`` built it, to reuse for every model of a group
+    (building HellaSwag's task processes all its 10k documents: 1 s a time); else built here."""
+    from lm_eval import simple_evaluate
+    from lm_eval.utils import handle_non_serializable
+
+    start = time.perf_counter()
+    tasks = task_objects if task_objects is not None else load_task(manager, task)
+    with _scoped_env(DISABLE_MULTIPROC="1"), _environment_info_once():  # the bootstrap's pool: unsafe next to CUDA
         results = simple_evaluate(
             model=lm,
-            tasks=list(loaded["tasks"].values()),
+            tasks=tasks,
             num_fewshot=None,  # the task's default, 0 for all of ours (checked below); 0 here only warns
             limit=limit,
             bootstrap_iters=bootstrap_iters,
@@ -245,6 +256,31 @@ def merge_results(runs: Iterable[dict]) -> dict:
             else:
                 merged.setdefault(key, value)
     return merged
+
+
+_ENVIRONMENT_INFO: dict = {}
+
+
+@contextlib.contextmanager
+def _environment_info_once() -> Iterator[None]:
+    """Inside the block, lm-eval's ``add_env_info`` (the environment summary simple_evaluate writes
+    into every result: torch's collect_env, which runs ``pip list`` and other subprocesses, 0.8 s a
+    call) is computed once per process and copied after: a group of 29 sets runs 203 tasks. The
+    recorded information is the same; lm-eval itself is unchanged outside the block."""
+    import lm_eval.evaluator
+
+    original = lm_eval.evaluator.add_env_info
+
+    def add_env_info(storage: dict) -> None:
+        if not _ENVIRONMENT_INFO:
+            original(_ENVIRONMENT_INFO)
+        storage.update(_ENVIRONMENT_INFO)
+
+    lm_eval.evaluator.add_env_info = add_env_info
+    try:
+        yield
+    finally:
+        lm_eval.evaluator.add_env_info = original
 
 
 @contextlib.contextmanager

@@ -152,11 +152,17 @@ def evaluate_sets(
                     lm.use_set_group(sets)
                 for task in tasks:
                     started = time.perf_counter()
+                    task_objects = harness.load_task(manager, task)  # built once, run for every set
                     for s in sets:  # the first run scores the task's requests for every set
                         if grouped:
                             lm.active_set = s
                         run = harness.run_task(
-                            lm, manager, task, limit=settings.limit, bootstrap_iters=settings.bootstrap_iters
+                            lm,
+                            manager,
+                            task,
+                            limit=settings.limit,
+                            bootstrap_iters=settings.bootstrap_iters,
+                            task_objects=task_objects,
                         )
                         parts[s]["metrics"].extend(run.metrics)
                         parts[s]["runs"].append(run.results)
