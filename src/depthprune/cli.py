@@ -13,6 +13,8 @@ import logging
 import sys
 from collections.abc import Iterator
 
+from depthprune import allocator
+
 COMMANDS = (
     "depthprune.models.cli",  # prepare-model, export
     "depthprune.prior_cli",  # prior
@@ -67,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     with scoped_logging(args.verbose, args.log_file):
+        try:
+            # Reuse freed memory instead of page-faulting every large tensor anew (allocator.py).
+            allocator.keep_freed_memory()
+        except ValueError as err:
+            logging.getLogger("depthprune").error("%s", err)
+            return 2
         return _run(args)
 
 

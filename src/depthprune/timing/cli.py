@@ -16,6 +16,10 @@ TIMINGS = {
     ),
     "evaluate": ("depthprune.timing.evaluate", "dense-model evaluation with the default preset's settings"),
     "stages": ("depthprune.timing.stages", "per-stage job times of a pipeline run, from benchmarks/"),
+    "allocator": (
+        "depthprune.timing.allocator",
+        "glibc's default memory allocator against keep_freed_memory, on calibration and evaluation",
+    ),
 }
 
 
