@@ -141,3 +141,20 @@ def test_evaluator_benchmark_prints_its_summary_line(tiny_model_dir, data_dir, c
     assert last.startswith("evaluator: losses_equal=yes blocks_ratio=")
     blocks_ratio = float(last.split("blocks_ratio=")[1].split()[0])
     assert 0 < blocks_ratio < 0.6  # the caches must actually save blocks
+
+
+def test_allocator_benchmark_runs_both_settings_with_equal_results(tiny_model_dir, data_dir, capsys):
+    """``timing allocator`` on the tiny model: one child per setting, the same numbers bit for bit."""
+    argv = ["timing", "allocator", "--model", str(tiny_model_dir), "--data-dir", str(data_dir), "--dtype", "float32"]
+    argv += ["--budget", "2", "--limit", "2", "--ppl-seq-len", "64", "--sets", "1 3", "2 5", "--rounds", "1"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    rounds = [line for line in lines if line.startswith("round 1 ")]
+    assert len(rounds) == 2 and rounds[0].startswith("round 1 system") and "in force: False" in rounds[0]
+    from depthprune import allocator
+
+    if allocator.mallinfo() is not None:  # glibc: the keep child ran with the setting in force
+        assert rounds[1].startswith("round 1 keep") and "in force: True" in rounds[1]
+    last = dict(item.split("=") for item in lines[-1].removeprefix("allocator: ").split())
+    assert lines[-1].startswith("allocator: ") and last["results_equal"] == "yes"
+    assert float(last["calibration_ratio"]) > 0 and float(last["evaluation_ratio"]) > 0

@@ -69,18 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     with scoped_logging(args.verbose, args.log_file):
-        try:
-            # Reuse freed memory instead of page-faulting every large tensor anew (allocator.py).
-            allocator.keep_freed_memory()
-        except ValueError as err:
-            logging.getLogger("depthprune").error("%s", err)
-            return 2
         return _run(args)
 
 
 def _run(args) -> int:
     log = logging.getLogger("depthprune")
     try:
+        allocator.keep_freed_memory()  # reuse freed memory, not page-fault large tensors anew (allocator.py)
         return int(args.func(args) or 0)
     except (FileNotFoundError, ValueError, KeyError) as err:
         # Bad input: one clear line naming the key or file (on stderr and in --log-file), exit 2.

@@ -9,9 +9,9 @@ machine speed falls on both. Each child loads the model and times two workloads:
 
 - calibration: the single-layer prior plus a greedy pass to M = ``--budget`` under ``ppl_c4`` at
   the default study's size (8 x 64 tokens), as ``depthprune prior`` and ``search`` evaluate sets;
-- evaluation: WikiText-2 perplexity (4 windows of 2048 tokens) and HellaSwag (``--limit``
-  documents) for the dense model and the three sets of ``timing evaluate --compare`` in one pass,
-  as ``depthprune evaluate`` runs them.
+- evaluation: WikiText-2 perplexity (4 windows of ``--ppl-seq-len`` = 2048 tokens) and HellaSwag
+  (``--limit`` documents) for the dense model and ``--sets`` (default: the three of ``timing
+  evaluate --compare``) in one pass, as ``depthprune evaluate`` runs them.
 
 The last line is ``allocator: calibration_ratio=R1 evaluation_ratio=R2 results_equal=yes|no``
 (keep's median wall time over system's, per workload) with the median seconds and the children's
@@ -28,6 +28,9 @@ import subprocess
 import sys
 import time
 
+from depthprune import allocator
+from depthprune.timing.evaluate import COMPARE_SETS
+
 MODES = ("system", "keep")
 
 
@@ -37,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="offline mirror (default: hub)")
     parser.add_argument("--budget", type=int, default=9, help="greedy pass length M")
     parser.add_argument("--limit", type=int, default=25, help="HellaSwag documents of the evaluation workload")
+    parser.add_argument(
+        "--sets", nargs="*", default=list(COMPARE_SETS), help="removed sets evaluated beside the dense model"
+    )
+    parser.add_argument("--ppl-seq-len", type=int, default=2048, help="WikiText-2 window (4 windows are scored)")
     parser.add_argument("--rounds", type=int, default=2, help="child runs per setting")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
@@ -47,14 +54,15 @@ def run(args) -> int:
 
 def _parent(args) -> int:
     command = [sys.executable, "-m", "depthprune", "timing", "allocator", "--child"]
-    for flag in ("model", "dtype", "data_dir", "budget", "limit"):
+    for flag in ("model", "dtype", "data_dir", "budget", "limit", "ppl_seq_len"):
         value = getattr(args, flag)
         if value is not None:
             command += ["--" + flag.replace("_", "-"), str(value)]
+    command += ["--sets", *args.sets]
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     for round_index in range(args.rounds):
         for mode in MODES:
-            env = {**os.environ, "DEPTHPRUNE_MALLOC": mode}
+            env = {**os.environ, allocator.ENV_VAR: mode}
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 sys.stderr.write(done.stderr[-4000:])
@@ -91,51 +99,37 @@ def _parent(args) -> int:
 def _child(args) -> int:
     import dataclasses
     import resource
-    import tempfile
     from pathlib import Path
 
-    import torch
-
-    from depthprune import allocator
-    from depthprune.cli_common import build_evaluator, shared_namespace
     from depthprune.evaluation.run import EvalSettings, evaluate_sets
     from depthprune.io import parse_layers
     from depthprune.models.loading import dtype_name, load_model
-    from depthprune.prior import compute_prior
-    from depthprune.search.runner import run_search
-    from depthprune.timing.evaluate import COMPARE_SETS
+    from depthprune.timing.evaluator import calibration_workload
 
     loaded = load_model(args.model, dtype=args.dtype, device="cpu")
-    namespace = shared_namespace(
+    workload = argparse.Namespace(
         model=args.model,
-        dtype=args.dtype,
-        device="cpu",
         calibration="ppl_c4",
         n_samples=8,
         seq_len=64,
         seed=0,
-        data_dir=args.data_dir or None,
+        data_dir=args.data_dir,
+        budget=args.budget,
     )
-    started = time.perf_counter()
-    evaluator = build_evaluator(namespace, loaded=loaded)
-    prior = compute_prior(evaluator)
-    with tempfile.TemporaryDirectory() as workdir:
-        result = run_search(evaluator, "greedy", args.budget, prior["scores"], 0, workdir)
-    calibration_seconds = time.perf_counter() - started
-    losses = [prior["empty_loss"], *prior["scores"]] + [entry.loss for entry in result.trace]
+    evaluator, calibration_seconds, losses, _ = calibration_workload(workload, False, loaded, dtype=args.dtype)
     del evaluator
 
     settings = EvalSettings(
         benchmarks=("wikitext2", "hellaswag"),
         limit=args.limit,
-        ppl_seq_len=2048,
-        ppl_max_tokens=8192,
+        ppl_seq_len=args.ppl_seq_len,
+        ppl_max_tokens=4 * args.ppl_seq_len,
         batch_size=8,
         bootstrap_iters=0,
         data_dir=Path(args.data_dir).resolve() if args.data_dir else None,
         headline={},
     )
-    sets = [(), *(parse_layers(text) for text in COMPARE_SETS)]
+    sets = [(), *(parse_layers(text) for text in args.sets)]
     evaluate_sets(loaded.model, loaded.tokenizer, dataclasses.replace(settings, limit=2), sets)  # lm-eval warm-up
     started = time.perf_counter()
     evaluations = evaluate_sets(loaded.model, loaded.tokenizer, settings, sets)
@@ -150,7 +144,6 @@ def _child(args) -> int:
                 "scores": scores,
                 "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "dtype": dtype_name(next(loaded.model.parameters()).dtype),
-                "threads": torch.get_num_threads(),
                 "kept": allocator.in_force(),
             }
         )

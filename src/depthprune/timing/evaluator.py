@@ -33,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared"):
+def calibration_workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared", dtype: str = "float32"):
+    """The prior plus a greedy pass to ``args.budget`` (``args``: model, calibration, n_samples,
+    seq_len, seed, data_dir, budget). Returns (evaluator, wall seconds, every loss, search result)."""
     from depthprune.cli_common import build_evaluator, shared_namespace
     from depthprune.prior import compute_prior
     from depthprune.search.runner import run_search
@@ -41,7 +43,7 @@ def _workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared"):
     # The evaluator is built exactly as `depthprune prior/search` build it, from their own options.
     namespace = shared_namespace(
         model=args.model,
-        dtype="float32",
+        dtype=dtype,
         device="cpu",
         calibration=args.calibration,
         n_samples=args.n_samples,
@@ -73,7 +75,7 @@ def run(args) -> int:
         modes.append(("separate", False, "separate"))
     rows = {}
     for label, no_cache, context in modes:
-        evaluator, wall, losses, result = _workload(args, no_cache, loaded, context)
+        evaluator, wall, losses, result = calibration_workload(args, no_cache, loaded, context)
         rows[label] = (evaluator.stats, wall, losses, result)
         n_layers = evaluator.n_layers
         del evaluator  # free the cached states before the next run
