@@ -54,3 +54,34 @@ def test_a_bad_setting_is_an_error_naming_the_variable(monkeypatch, caplog):
         allocator.keep_freed_memory()
     assert main(["timing", "stages", "--benchmarks-dir", "no-such-folder"]) == 2
     assert "DEPTHPRUNE_MALLOC" in caplog.text
+
+
+FRAGMENTS = """
+import json, torch
+from depthprune import allocator
+allocator.keep_freed_memory()
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+held = [torch.ones(250_000 * (i % 7 + 1)) for i in range(400)]  # 1 to 7 MB each, about 1.6 GB
+del held[::2]  # every other one freed: about 0.8 GB of free heap between live tensors
+before = resident()
+first = allocator.give_back_free_memory(limit=100_000_000)
+after = resident()
+second = allocator.give_back_free_memory(limit=100_000_000)  # no new free memory since
+print(json.dumps({"first": first, "second": second, "before": before, "after": after}))
+"""
+
+
+@needs_glibc
+def test_free_heap_past_the_limit_goes_back_to_the_kernel_once():
+    env = {**os.environ, allocator.ENV_VAR: "keep"}
+    done = subprocess.run([sys.executable, "-c", FRAGMENTS], env=env, capture_output=True, text=True, check=True)
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    assert probe["first"] >= 500_000_000
+    assert probe["before"] - probe["after"] >= 400_000_000  # the free pages left the process
+    assert probe["second"] == 0
+
+
+def test_nothing_is_given_back_unless_freed_memory_is_kept(monkeypatch):
+    monkeypatch.setattr(allocator, "_in_force", False)
+    assert allocator.give_back_free_memory(limit=0) == 0

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
+from depthprune.allocator import give_back_free_memory
 from depthprune.calibration.objectives import Objective
 from depthprune.engine.dense_capture import State, capture_dense
 from depthprune.engine.memo import Memo, NullMemo, SqliteMemo, memo_key
@@ -127,7 +128,9 @@ class SubsetEvaluator(Evaluator):
         """Records for ``sets`` in order; unseen sets are computed together through the trie."""
         keys = [validate_removed(s, self.n_layers, self.protected) for s in sets]
         self.stats.naive_blocks += sum(self.n_layers - len(key) for key in keys)
-        return [record for walk in self.states.cache.walks(keys) for record in self._evaluate_walk(walk)]
+        records = [record for walk in self.states.cache.walks(keys) for record in self._evaluate_walk(walk)]
+        give_back_free_memory()  # bounds a long search's heap when freed memory is kept
+        return records
 
     def _evaluate_walk(self, keys: list[RemovedSet]) -> list[EvalRecord]:
         """The sets of one trie walk: each unseen set computed once, the others (and repeats) from the memo."""
