@@ -79,6 +79,10 @@ RECORDED = {
         # (SmolLM2, bfloat16, wikitext2, lambada_openai, hellaswag, boolq, winogrande at limit 30)
         # give identical metrics.csv and samples.parquet for both sets before and after.
         "f3e27c566c698a4f",
+        # SubsetEvaluator.evaluate calls allocator.give_back_free_memory (malloc_trim once the heap's
+        # free bytes grow by 1 GiB): it returns free pages to the kernel and touches no live tensor, so
+        # no score can change; the committed CI suite's engine tests pass unchanged with it.
+        "97e9381c7dc67195",
     ),
 }
 
