@@ -13,8 +13,9 @@ allocator`` measures it on your machine).
 freed heap memory instead of trimming it, so a freed 400 MB block is reused by the next one. The
 computation is unchanged, bit for bit: the same kernels run on the same numbers, only the memory
 comes from elsewhere (``depthprune timing allocator`` checks the losses are equal). The process's
-resident memory then stays at its peak instead of shrinking between peaks; a job's peak is
-unchanged up to fragmentation. Set ``DEPTHPRUNE_MALLOC=system`` to keep glibc's default behaviour.
+resident memory then stays at its peak instead of shrinking between peaks. A long search fragments
+the kept heap, so ``give_back_free_memory`` (called by the subset evaluator) returns the free pages
+to the kernel each time they have grown by ``FREE_LIMIT_BYTES``. Set ``DEPTHPRUNE_MALLOC=system`` to keep glibc's default behaviour.
 Elsewhere than Linux with glibc this does nothing.
 """
 
@@ -45,8 +46,9 @@ class MallInfo2(ctypes.Structure):
     ] + [("keepcost", ctypes.c_size_t)]
 
 
+@functools.lru_cache(maxsize=1)
 def _glibc():
-    """The C library when it is glibc (Linux), else None."""
+    """The C library when it is glibc (Linux), else None (looked up once per process)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -54,11 +56,6 @@ def _glibc():
             return None
     except (ValueError, OSError):  # musl and others do not know the name
         return None
-    return _libc()
-
-
-@functools.lru_cache(maxsize=1)
-def _libc():
     return ctypes.CDLL(None)
 
 
