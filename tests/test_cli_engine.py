@@ -158,3 +158,19 @@ def test_allocator_benchmark_runs_both_settings_with_equal_results(tiny_model_di
     last = dict(item.split("=") for item in lines[-1].removeprefix("allocator: ").split())
     assert lines[-1].startswith("allocator: ") and last["results_equal"] == "yes"
     assert float(last["calibration_ratio"]) > 0 and float(last["evaluation_ratio"]) > 0
+
+
+def test_normaliser_benchmark_times_both_settings_with_equal_losses(tiny_model_dir, data_dir, capsys):
+    """``timing normaliser`` on the tiny model: the two settings in turn, the same losses bit for bit."""
+    argv = ["timing", "normaliser", "--model", str(tiny_model_dir), "--data-dir", str(data_dir), "--dtype", "float32"]
+    argv += ["--n-samples", "2", "--seq-len", "32", "--budget", "2", "--rounds", "1"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("round 1 ")] == [
+        "round 1 one call",
+        "round 1 blocked ",
+    ]
+    assert sum("equal=yes" in line for line in lines if line.startswith("normaliser over")) == 2
+    last = dict(item.split("=") for item in lines[-1].removeprefix("normaliser: ").split())
+    assert lines[-1].startswith("normaliser: ") and last["losses_equal"] == "yes"
+    assert float(last["kernel_ratio"]) > 0 and float(last["calibration_ratio"]) > 0

@@ -10,6 +10,7 @@ in at least float32 (float64 stays float64).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import torch
 
@@ -41,7 +42,7 @@ def head_target_logprobs(
     overstates every token's log-likelihood by about 9e-6 nat on SmolLM2's 49k vocabulary (1e-4
     over an 18-token answer, against float64); logsumexp's tree-shaped sum is within float rounding
     of the float64 value (7e-6 on the same answer). Nothing of size [rows, vocabulary] is made
-    besides the logits and logsumexp's own exponentials.
+    besides the logits (``vocabulary_logsumexp`` works a few rows at a time).
     """
     flat = hidden.reshape(-1, hidden.shape[-1])
     positions = positions.to(flat.device)
@@ -49,12 +50,44 @@ def head_target_logprobs(
     head = family.head_logits if normed else family.logits
     for start in range(0, len(positions), head_chunk):
         logits = head(model, flat[positions[start : start + head_chunk]].to(device))
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        dtype = torch.promote_types(logits.dtype, torch.float32)
+        if logits.requires_grad:  # the gate derivatives: one upcast, so both terms' gradients add up in `dtype`
+            logits = logits.to(dtype)
         chunk_targets = targets[start : start + len(logits)]
-        picked = logits.gather(1, chunk_targets[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
+        picked = logits.gather(1, chunk_targets[:, None]).squeeze(1).to(dtype) - vocabulary_logsumexp(logits, dtype)
         # argmax only where asked (lm-eval's greedy flags): over 49k logits it took 0.43 s per 2047 positions
         # on SmolLM2 (one thread), 3.5 % of a WikiText-2 perplexity pass
         yield start, picked, (logits.argmax(dim=-1) == chunk_targets) if argmax else None
+
+
+# Rows per block of vocabulary_logsumexp on a CPU: 8 rows of a 49k vocabulary are 1.5 MB in float32,
+# within a core's L2 cache (measured best at 4-8 rows; 16+ spill). 0: one call (`timing normaliser`
+# compares the two).
+LOGSUMEXP_BLOCK_ROWS = 8
+
+
+def vocabulary_logsumexp(logits: torch.Tensor, dtype: torch.dtype, block_rows: int | None = None) -> torch.Tensor:
+    """``torch.logsumexp(logits.to(dtype), dim=-1)``, bit for bit, a few rows at a time on a CPU.
+
+    torch's logsumexp makes four passes over its input (max, subtract, exponentiate, sum), and the
+    upcast of bfloat16 logits a fifth; over a [512, 49k] float32 chunk each pass streams 100 MB
+    through memory, which made the normaliser 13 % of a calibration evaluation in float32 and 44 % in
+    bfloat16 (SmolLM2, `ppl_c4` 8 x 64). Blocks of a few rows stay in cache: 3.5x faster alone
+    (`depthprune timing normaliser`; docs/method.md §8). Each row is reduced in the same order whatever the number of rows beside
+    it, except a lone row, which ATen splits across threads; so a last block of one row joins the
+    block before it, and every value equals the one-call value (tests/test_scoring.py).
+    It stays one call on an accelerator, and where a gradient is wanted (the gate derivatives): the
+    backward of many row slices would build a full-size gradient per slice.
+    """
+    rows = logits.shape[0]
+    block_rows = LOGSUMEXP_BLOCK_ROWS if block_rows is None else block_rows
+    one_call = not block_rows or rows <= block_rows or logits.device.type != "cpu"
+    if one_call or (logits.requires_grad and torch.is_grad_enabled()):
+        return torch.logsumexp(logits.to(dtype), dim=-1)
+    starts = list(range(0, rows, block_rows))
+    if rows - starts[-1] == 1:
+        starts.pop()
+    return torch.cat([torch.logsumexp(logits[low:high].to(dtype), dim=-1) for low, high in pairwise([*starts, rows])])
 
 
 def scored_logprobs(

@@ -20,6 +20,10 @@ TIMINGS = {
         "depthprune.timing.allocator",
         "glibc's default memory allocator against keep_freed_memory, on calibration and evaluation",
     ),
+    "normaliser": (
+        "depthprune.timing.normaliser",
+        "the LM head's logsumexp in one call against a few rows at a time, alone and on calibration",
+    ),
 }
 
 
