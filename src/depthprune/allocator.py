@@ -84,7 +84,8 @@ def keep_freed_memory(environ=os.environ) -> bool:
 # A long search with freed memory kept fragments the heap: tensors of many sizes leave free chunks
 # that later tensors do not fit, and the heap grows (measured: beam at M = 9 on 16 TLM items, float32,
 # 7.1 GB after 4 min against 4.0 GB with glibc's default, 18.6 GB and killed at the end). Past this
-# much free heap, the free pages go back to the kernel (malloc_trim), so kept memory stays bounded.
+# much free heap, the free pages go back to the kernel (malloc_trim), so kept memory stays bounded
+# (that search with the bound: 6.3 GiB at its end; docs/method.md §8).
 FREE_LIMIT_BYTES = 1 << 30
 _free_at_last_trim = 0
 
