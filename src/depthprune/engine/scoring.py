@@ -61,8 +61,8 @@ def head_target_logprobs(
 
 
 # Rows per block of vocabulary_logsumexp on a CPU: 8 rows of a 49k vocabulary are 1.5 MB in float32,
-# within a core's L2 cache (measured best at 4-8 rows; 16+ spill). 0: one call (`timing normaliser`
-# compares the two).
+# within a core's L2 cache (measured on the Intel VM, two threads: best at 4-8 rows; 16+ spill).
+# 0: one call (`timing normaliser` compares the two).
 LOGSUMEXP_BLOCK_ROWS = 8
 
 
@@ -71,18 +71,19 @@ def vocabulary_logsumexp(logits: torch.Tensor, dtype: torch.dtype, block_rows: i
 
     torch's logsumexp makes four passes over its input (max, subtract, exponentiate, sum), and the
     upcast of bfloat16 logits a fifth; over a [512, 49k] float32 chunk each pass streams 100 MB
-    through memory, which made the normaliser 13 % of a calibration evaluation in float32 and 44 % in
-    bfloat16 (SmolLM2, `ppl_c4` 8 x 64). Blocks of a few rows stay in cache: 3.5x faster alone
-    (`depthprune timing normaliser`; docs/method.md §8). Each row is reduced in the same order whatever the number of rows beside
-    it, except a lone row, which ATen splits across threads; so a last block of one row joins the
-    block before it, and every value equals the one-call value (tests/test_scoring.py).
-    It stays one call on an accelerator, and where a gradient is wanted (the gate derivatives): the
-    backward of many row slices would build a full-size gradient per slice.
+    through memory (a torch.profiler profile put the normaliser at 13 % of a `ppl_c4` 8 x 64
+    calibration evaluation of SmolLM2 in float32 and 44 % in bfloat16). Blocks of a few rows stay in
+    cache: 0.36 of the one-call time in bfloat16 (AMX) and 0.68 in float32 (AVX2), one thread
+    (`depthprune timing normaliser`; docs/method.md §5). Each row is reduced in the same order
+    whatever the rows beside it, except a lone row, which ATen splits across threads; so a last
+    block of one row joins the block before it, and every value equals the one-call value
+    (tests/test_scoring.py). It stays one call on an accelerator, and where a gradient is wanted
+    (the gate derivatives): the backward of many row slices would build a full-size gradient per slice.
     """
     rows = logits.shape[0]
     block_rows = LOGSUMEXP_BLOCK_ROWS if block_rows is None else block_rows
-    one_call = not block_rows or rows <= block_rows or logits.device.type != "cpu"
-    if one_call or (logits.requires_grad and torch.is_grad_enabled()):
+    wants_gradient = logits.requires_grad and torch.is_grad_enabled()
+    if not block_rows or rows <= block_rows or logits.device.type != "cpu" or wants_gradient:
         return torch.logsumexp(logits.to(dtype), dim=-1)
     starts = list(range(0, rows, block_rows))
     if rows - starts[-1] == 1:
