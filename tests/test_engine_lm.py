@@ -65,6 +65,25 @@ def test_timing_evaluate_compare_runs_every_path_and_agrees(tiny_model_dir, data
     lines = capsys.readouterr().out.strip().splitlines()
     assert any(line.startswith("one pass: ") for line in lines)
     assert any(line.startswith("float64 referee on the 5 most different requests") for line in lines)
+    # HFLM runs the head at every position and every choice's context: the one pass must do less arithmetic
+    (macs_line,) = [line for line in lines if line.startswith("linear multiply-adds (")]
+    assert 0 < float(macs_line.split("grouped/hflm=")[1].split()[0]) < 1
     last = dict(item.split("=") for item in lines[-1].removeprefix("evaluate: ").split())
     assert lines[-1].startswith("evaluate: ") and last["metrics_equal"] == "yes"
     assert float(last["seconds_ratio"]) > 0 and float(last["max_abs_loglik_diff"]) <= 1e-4
+
+
+def test_linear_macs_counts_rows_times_in_times_out_per_label():
+    import torch
+
+    from depthprune.timing.evaluate import LinearMacs
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Linear(5, 2))
+    with LinearMacs([model]) as counter:
+        model(torch.zeros(4, 3))  # no label: not counted
+        counter.label = "a"
+        model(torch.zeros(2, 4, 3))  # 8 rows: 8*3*5 + 8*5*2
+        counter.label = "b"
+        model(torch.zeros(1, 3))
+    model(torch.zeros(1, 3))  # hooks removed
+    assert dict(counter.macs) == {"a": 8 * 15 + 8 * 10, "b": 15 + 10}

@@ -19,7 +19,10 @@ either engine path; metrics equal: accuracies identical, perplexities within 1e-
 log-likelihoods within 1e-4 nat per token: HFLM's float32 log-softmax alone moves them by about 1e-5,
 and LAMBADA's perplexity of a 9-block-pruned model by 1.03e-5 relative).
 Before it, the five requests that differ most are rescored through HFLM in float64 (the referee):
-each path's error from that value says whether D is the engine's rounding or HFLM's.
+each path's error from that value says whether D is the engine's rounding or HFLM's; and each
+path's multiply-adds in linear layers (every block's projections and the LM head, padding included,
+counted by forward hooks; attention's score products are not counted): where R follows their ratio,
+the one pass runs at HFLM's efficiency and only less arithmetic would lower R.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import argparse
 import copy
 import dataclasses
 import time
+from collections import defaultdict
 
 from depthprune.cli_common import add_model_args
 from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
@@ -51,6 +55,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(COMPARE_SETS),
         help="removed sets evaluated besides the dense model under --compare",
     )
+
+
+class LinearMacs:
+    """Multiply-adds of every ``nn.Linear`` call in ``models`` (forward hooks), summed per ``label``.
+
+    A linear layer maps rows × in_features to rows × out_features: rows × in × out multiply-adds,
+    padded rows included (they are computed). Calls made while ``label`` is None are not counted.
+    Use as a context manager: the hooks are removed on exit.
+    """
+
+    def __init__(self, models):
+        import torch
+
+        self.label = None
+        self.macs: dict = defaultdict(int)
+        self._handles = [
+            module.register_forward_hook(self._count)
+            for model in models
+            for module in model.modules()
+            if isinstance(module, torch.nn.Linear)
+        ]
+
+    def _count(self, module, args, output) -> None:
+        if self.label is not None:
+            self.macs[self.label] += output.numel() * module.in_features
+
+    def __enter__(self) -> LinearMacs:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
 
 def run(args) -> int:
@@ -136,26 +173,32 @@ def run_compare(args) -> int:
             f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
         )
         models = {removed: load(removed) for removed in sets}  # sets[0] is (): the unpruned model
-        # Benchmark by benchmark, every path in turn: a shared machine's speed drifts over a run of
-        # this length, and the paths then see the same drift instead of one path a faster machine.
-        for benchmark in settings.benchmarks:
-            one = dataclasses.replace(settings, benchmarks=(benchmark,))
-            for removed in sets:  # HFLM and the engine, one pruned model at a time
-                for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
-                    current["removed"], current["path"] = removed, path
-                    loaded = models[removed]
-                    evaluation = evaluate_model(loaded.model, loaded.tokenizer, one, removed, engine=engine)
-                    _record(path, {removed: evaluation}, metrics, seconds)
-            current["path"] = "grouped"  # the pipeline's path: all sets in one pass
-            grouped = evaluate_sets(models[()].model, models[()].tokenizer, one, sets)
-            _record("grouped", grouped, metrics, seconds)
-            for key in blocks:
-                blocks[key] += grouped[()].raw["depthprune"]["set_group"][key]
-            print(
-                f"{benchmark}: "
-                + " ".join(f"{path}={sum(seconds[(path, r)][benchmark] for r in sets):.1f}s" for path in paths),
-                flush=True,
-            )
+        with LinearMacs([loaded.model for loaded in models.values()]) as counter:
+            # Benchmark by benchmark, every path in turn: a shared machine's speed drifts over a run of
+            # this length, and the paths then see the same drift instead of one path a faster machine.
+            for benchmark in settings.benchmarks:
+                one = dataclasses.replace(settings, benchmarks=(benchmark,))
+                for removed in sets:  # HFLM and the engine, one pruned model at a time
+                    for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
+                        current["removed"], current["path"] = removed, path
+                        loaded = models[removed]
+                        counter.label = (path, benchmark)
+                        evaluation = evaluate_model(loaded.model, loaded.tokenizer, one, removed, engine=engine)
+                        _record(path, {removed: evaluation}, metrics, seconds)
+                current["path"] = "grouped"  # the pipeline's path: all sets in one pass
+                counter.label = ("grouped", benchmark)
+                grouped = evaluate_sets(models[()].model, models[()].tokenizer, one, sets)
+                counter.label = None
+                _record("grouped", grouped, metrics, seconds)
+                for key in blocks:
+                    blocks[key] += grouped[()].raw["depthprune"]["set_group"][key]
+                macs = {path: counter.macs[(path, benchmark)] for path in paths}
+                print(
+                    f"{benchmark}: "
+                    + " ".join(f"{path}={sum(seconds[(path, r)][benchmark] for r in sets):.1f}s" for path in paths)
+                    + f" linear multiply-adds grouped/hflm={macs['grouped'] / macs['hflm']:.3f}",
+                    flush=True,
+                )
     finally:
         harness.make_lm = make_lm
     for (path, removed), per in seconds.items():
@@ -166,6 +209,13 @@ def run_compare(args) -> int:
         f"({blocks['blocks_run'] / blocks['naive_blocks']:.3f}): the most sharing allows, for these sets"
     )
     totals = {path: sum(sum(per.values()) for (p, _), per in seconds.items() if p == path) for path in paths}
+    macs = {path: sum(n for (p, _), n in counter.macs.items() if p == path) for path in paths}
+    print(
+        "linear multiply-adds (blocks' projections and LM head, padding included; attention's products not "
+        "counted): " + " ".join(f"{path}={macs[path] / 1e12:.2f}T" for path in paths)
+        + f"; grouped/hflm={macs['grouped'] / macs['hflm']:.3f} against seconds "
+        f"{totals['grouped'] / totals['hflm']:.3f}"
+    )
     theirs = recorded.get("hflm", {})
     diff, equal = 0.0, True
     worst: dict[tuple, float] = {}  # request key -> largest |engine path - hflm|
