@@ -212,7 +212,8 @@ def run_compare(args) -> int:
     macs = {path: sum(n for (p, _), n in counter.macs.items() if p == path) for path in paths}
     print(
         "linear multiply-adds (blocks' projections and LM head, padding included; attention's products not "
-        "counted): " + " ".join(f"{path}={macs[path] / 1e12:.2f}T" for path in paths)
+        "counted): "
+        + " ".join(f"{path}={macs[path] / 1e12:.2f}T" for path in paths)
         + f"; grouped/hflm={macs['grouped'] / macs['hflm']:.3f} against seconds "
         f"{totals['grouped'] / totals['hflm']:.3f}"
     )
