@@ -154,10 +154,30 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
-def atomic_write_csv(path: str | os.PathLike, frame) -> None:
-    """Write a pandas DataFrame as CSV (no index) atomically."""
+# Report tables (figures/**/tables/*.csv) keep this many significant digits, so that every CPU kind
+# renders the same bytes. numpy and torch round vectorised sums differently on AVX2, AVX512 and ARM
+# kernels (a relative change near 1e-16, amplified where a statistic subtracts close numbers), which
+# full round-trip precision prints. Eight digits are far above any statistical meaning of a number in
+# these tables, and put the rounding boundaries 1e-8..1e-7 apart in relative terms: a 1e-14 change
+# crosses one with a probability near 1e-6 per number, about 0.6 % over the ~6,000 numbers of the
+# committed tables (ten digits would make it about 60 %).
+REPORT_SIGNIFICANT_DIGITS = 8
+
+
+def atomic_write_csv(path: str | os.PathLike, frame, significant_digits: int | None = None) -> None:
+    """Write a pandas DataFrame as CSV (no index) atomically.
+
+    ``significant_digits`` bounds the printed precision of float columns (None: full round-trip
+    precision, for data that is read back, such as the aggregate).
+    """
+    float_format = None if significant_digits is None else f"%.{significant_digits}g"
     with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
+        frame.to_csv(tmp, index=False, float_format=float_format)
+
+
+def atomic_write_report_csv(path: str | os.PathLike, frame) -> None:
+    """A report table as CSV at ``REPORT_SIGNIFICANT_DIGITS``: the same bytes on every CPU kind."""
+    atomic_write_csv(path, frame, significant_digits=REPORT_SIGNIFICANT_DIGITS)
 
 
 def atomic_write_parquet(path: str | os.PathLike, frame) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from depthprune.io import atomic_write_csv, atomic_write_text
+from depthprune.io import atomic_write_report_csv, atomic_write_text
 from depthprune.reporting.aggregate import SAMPLES, load_aggregate
 from depthprune.reporting.analysis import (
     calibration_contrast,
@@ -161,7 +161,7 @@ def render(
             analyses["seeds_set_stability"] = set_stability(agg.selections)
         for name, frame in analyses.items():
             path = tables_dir / f"{name}.csv"
-            atomic_write_csv(path, frame)
+            atomic_write_report_csv(path, frame)
             written.append(path)
     if "observations" in wanted:
         observations = evaluate_observations(selections, base, reps, comparable_band, strong_rho)
@@ -184,13 +184,13 @@ def render(
                     strong_rho,
                 ).verdicts
             verdicts = verdicts_by_seed(by_seed)
-            atomic_write_csv(tables_dir / "seeds_verdicts.csv", verdicts)
+            atomic_write_report_csv(tables_dir / "seeds_verdicts.csv", verdicts)
             written.append(tables_dir / "seeds_verdicts.csv")
             text += seeds_markdown(primary, verdicts, set_stability(agg.selections))
         atomic_write_text(tables_dir / "observations.md", text)
-        atomic_write_csv(tables_dir / "observations.csv", observations_frame(observations))
+        atomic_write_report_csv(tables_dir / "observations.csv", observations_frame(observations))
         atomic_write_text(tables_dir / "paper_comparison.md", paper_comparison_markdown(observations))
-        atomic_write_csv(tables_dir / "paper_comparison.csv", paper_comparison(observations))
+        atomic_write_report_csv(tables_dir / "paper_comparison.csv", paper_comparison(observations))
         written += [
             tables_dir / f"{name}.{ext}" for name in ("observations", "paper_comparison") for ext in ("md", "csv")
         ]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from depthprune.io import atomic_write_csv, atomic_write_text
+from depthprune.io import atomic_write_report_csv, atomic_write_text
 
 MISSING = "–"  # shown for NaN cells (a missing run or metric), never a made-up number
 
@@ -66,7 +66,7 @@ class ReportTable:
 def write_table(table: ReportTable, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     paths = [out / f"{table.name}.{ext}" for ext in ("csv", "md", "tex")]
-    atomic_write_csv(paths[0], to_csv_frame(table))
+    atomic_write_report_csv(paths[0], to_csv_frame(table))
     atomic_write_text(paths[1], to_markdown(table))
     atomic_write_text(paths[2], to_latex(table))
     return paths
