@@ -95,3 +95,64 @@ def test_render_reproduces_the_committed_figures_byte_for_byte(fresh_clone, stud
     snakemake(fresh_clone, "--cores", "1", "figures", "--forcerun", *forced, *args)
     differ = sorted(name for name in committed if (fresh_clone / name).read_bytes() != (REPO / name).read_bytes())
     assert not differ, f"re-rendered files differ from the committed ones: {differ}"
+
+
+def perturbed_copy(aggregate: Path, target: Path, relative: float, seed: int = 0) -> None:
+    """The aggregate with every float moved by +-``relative`` (the 15th digit for 1e-14), signs seeded.
+
+    Equal values move alike: one set scored twice gets the same score on any CPU, so ties (two
+    algorithms that found one set) must stay ties."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    target.mkdir(parents=True)
+    for path in aggregate.glob("*.parquet"):
+        frame = pd.read_parquet(path)
+        for column in frame.select_dtypes("float").columns:
+            values = frame[column].to_numpy()
+            distinct, which = np.unique(values, return_inverse=True)
+            signs = rng.choice([-1.0, 1.0], size=len(distinct))
+            frame[column] = values * (1.0 + relative * signs[which.reshape(-1)])
+        frame.to_parquet(target / path.name, index=False)
+
+
+@pytest.mark.parametrize("study", list(STUDIES))
+def test_last_digit_noise_in_the_aggregate_renders_the_same_tables(tmp_path, study):
+    """What a reduction on another CPU kind does to the inputs (a change in the 15th digit of every
+    float) leaves every committed table byte for byte as it is: CSVs at their bounded precision,
+    Markdown and LaTeX as rounded for display."""
+    import inspect
+
+    import yaml
+
+    from depthprune.reporting.render import ARTIFACTS, FIGURE_NAMES, render
+
+    args, aggregate, figures = STUDIES[study]
+    analysis = yaml.safe_load((REPO / "config.yaml").read_text()).get("analysis", {})
+    if args:  # the study's own config file overrides the default's analysis settings
+        analysis.update(yaml.safe_load((REPO / args[1]).read_text()).get("analysis", {}))
+    accepted = inspect.signature(render).parameters
+    settings = {key: value for key, value in analysis.items() if key in accepted}
+    perturbed_copy(REPO / aggregate, tmp_path / "aggregate", relative=1e-14)
+    only = [name for name in ARTIFACTS if name not in FIGURE_NAMES]
+    written = render(tmp_path / "aggregate", tmp_path / "figures", only=only, **settings)
+    assert written
+    differ = []
+    for path in written:
+        committed = REPO / figures / path.relative_to(tmp_path / "figures")
+        assert committed.is_file(), f"{committed.relative_to(REPO)} is rendered but not committed"
+        if path.read_bytes() != committed.read_bytes():
+            differ.append(str(committed.relative_to(REPO)))
+    assert not differ, f"a 1e-14 relative change of the inputs changed: {differ}"
+
+
+def test_full_precision_would_not_survive_that_noise(tmp_path):
+    """The guard above can fail: at full precision the same noise changes the CSV bytes."""
+    import pandas as pd
+
+    perturbed_copy(REPO / "results/aggregate", tmp_path / "aggregate", relative=1e-14)
+    original = pd.read_parquet(REPO / "results/aggregate/summary.parquet")
+    noisy = pd.read_parquet(tmp_path / "aggregate/summary.parquet")
+    assert original.to_csv(index=False) != noisy.to_csv(index=False)
+    assert original.to_csv(index=False, float_format="%.8g") == noisy.to_csv(index=False, float_format="%.8g")

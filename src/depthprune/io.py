@@ -162,6 +162,10 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 # crosses one with a probability near 1e-6 per number, about 0.6 % over the ~6,000 numbers of the
 # committed tables (ten digits would make it about 60 %).
 REPORT_SIGNIFICANT_DIGITS = 8
+# Relative precision cannot hide a cancellation: an average accuracy of exactly chance minus chance
+# is 0 on one CPU and 3.8e-15 on another. Report numbers (accuracies, losses, Jaccards, ratios,
+# p-values from at most a few thousand permutations) mean nothing below this magnitude, so it prints as 0.
+REPORT_ZERO_BELOW = 1e-12
 
 
 def atomic_write_csv(path: str | os.PathLike, frame, significant_digits: int | None = None) -> None:
@@ -176,7 +180,12 @@ def atomic_write_csv(path: str | os.PathLike, frame, significant_digits: int | N
 
 
 def atomic_write_report_csv(path: str | os.PathLike, frame) -> None:
-    """A report table as CSV at ``REPORT_SIGNIFICANT_DIGITS``: the same bytes on every CPU kind."""
+    """A report table as CSV at ``REPORT_SIGNIFICANT_DIGITS``, magnitudes below ``REPORT_ZERO_BELOW``
+    as 0: the same bytes on every CPU kind."""
+    frame = frame.copy()
+    for column in frame.select_dtypes("float").columns:
+        # + 0.0 turns -0.0 into 0.0, which would otherwise print as "-0"
+        frame[column] = frame[column].mask(frame[column].abs() < REPORT_ZERO_BELOW, 0.0) + 0.0
     atomic_write_csv(path, frame, significant_digits=REPORT_SIGNIFICANT_DIGITS)
 
 
