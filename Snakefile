@@ -17,8 +17,11 @@ include: "workflow/rules/common.smk"
 # --config values get their YAML types; a preset's `models:` list replaces the default one (lists
 # are replaced, mappings such as `model_table` merged, by Snakemake's own layering).
 config.update(yaml_typed(config))
+check_config_keys()  # a misspelt key: one line naming it and the allowed keys
 validate(config, "workflow/schemas/config.schema.yaml")
-check_models()
+# Plan-time checks (depthprune.workflow.check_study): model aliases, protected layers and budgets
+# against a model's n_layers, every mirror file in data_dir; one error naming the key or file.
+check_study()
 
 
 wildcard_constraints:

@@ -104,6 +104,28 @@ def test_paper_profile_dag():
     assert "--dtype auto --device cuda" in output and "--n-samples 64 --seq-len 2048" in output
 
 
+# Dry-run job counts of every preset in an empty working directory, recorded before the config ->
+# CLI mapping moved into depthprune.workflow (issue 36); the shell commands were identical too.
+PRESET_JOBS = {
+    (): 48,
+    ("config/smoke.yaml",): 40,
+    ("config/paper.yaml",): 111,
+    ("config.yaml", "config/seeds.yaml"): 134,
+    ("config/extended.yaml",): 391,
+    ("config/two_families.yaml",): 93,
+    ("config/calibration_size.yaml",): 81,
+    ("config/paper.yaml", "config/seeds.yaml"): 315,
+}
+
+
+@pytest.mark.parametrize("configfiles", list(PRESET_JOBS), ids=lambda files: "+".join(files) or "default")
+def test_every_preset_plans_its_jobs(configfiles, tmp_path, data_dir):
+    files = ["config.yaml", *(f for f in configfiles if f != "config.yaml")]  # paths from the temporary folder
+    args = ["-n", "--config", f"data_dir={data_dir}", "--configfile", *(str(REPO / f) for f in files)]
+    counts = job_counts(run_snakemake(*args, workdir=tmp_path).stdout)
+    assert sum(counts.values()) == PRESET_JOBS[configfiles], counts
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [
@@ -119,7 +141,21 @@ def test_invalid_config_fails_naming_the_key(override, named):
     proc = run_snakemake("-n", "--config", override, check=False)
     assert proc.returncode != 0
     message = proc.stdout + proc.stderr
-    assert "ValidationError" in message and named in message
+    assert named in message
+    if override.startswith(("bogus_key", "search_params")):  # a misspelt key: one short message
+        assert "unknown key" in message and "allowed:" in message and len(message.splitlines()) < 15
+    else:
+        assert "ValidationError" in message
+
+
+def test_plan_time_checks_name_the_key_or_file(tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    proc = run_snakemake("-n", "--config", f"data_dir={mirror}", check=False)
+    message = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"data_dir '{mirror}' lacks" in message and "c4/train.jsonl" in message
+    proc = run_snakemake("-n", "--config", "model_table={smollm2-135m: {protected_layers: [30]}}", check=False)
+    assert proc.returncode != 0 and "protected_layers [30] outside 0..29" in proc.stdout + proc.stderr
 
 
 def test_unknown_model_alias_is_named():
@@ -231,9 +267,17 @@ class StandInRun:
             str(REPO / "config.yaml"),
             str(REPO / "config" / "smoke.yaml"),
         ]
+        self.mirror = (REPO.parent / "shared" / "data").resolve()  # smoke's ../shared/data from the repository
 
     def args(self, *args: str, config: tuple[str, ...] = ()) -> list[str]:
-        return [*self.config_args, "--config", "algorithms=[" + ",".join(SEVEN[:-1]) + "]", *config, *args]
+        return [
+            *self.config_args,
+            "--config",
+            "algorithms=[" + ",".join(SEVEN[:-1]) + "]",
+            f"data_dir={self.mirror}",
+            *config,
+            *args,
+        ]
 
     def run(self, *args: str, config: tuple[str, ...] = (), env: dict | None = None, check: bool = True):
         return run_snakemake(*self.args(*args, config=config), workdir=self.workdir, env=env or self.env, check=check)
@@ -359,15 +403,24 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
 # --------------------------------------------------------------------------- issue 13: reruns, paths
 
 
-def test_changing_data_dir_plans_nothing(finished):
-    """Where the offline mirror lies is not what a result depends on (its content is, in the keys)."""
-    for override in ("data_dir=/somewhere/else", "data_dir=null"):
-        proc = finished.run("-n", config=(override,))
-        assert "Nothing to be done" in proc.stdout + proc.stderr, (override, proc.stdout[-3000:])
+def test_moving_the_mirror_plans_nothing_and_changing_its_content_reruns(finished, tmp_path):
+    """Where the offline mirror lies is not what a result depends on; its content is (provenance)."""
+    moved = tmp_path / "moved"
+    shutil.copytree(finished.mirror, moved)
+    proc = finished.run("-n", config=(f"data_dir={moved}",))
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    piqa = moved / "piqa" / "validation.jsonl"
+    piqa.write_text(piqa.read_text() + "\n")  # a benchmark file: the evaluations rerun, no search
+    counts = job_counts(finished.run("-n", config=(f"data_dir={moved}",)).stdout)
+    assert counts["evaluate_pass"] == 1 and "search" not in counts and "prior" not in counts
+    train = moved / "c4" / "train.jsonl"
+    train.write_text(train.read_text() + "\n")  # ppl_c4's calibration: its prior and searches rerun
+    jobs = planned_jobs(finished.run("-n", config=(f"data_dir={moved}",)).stdout)
+    assert {w["calibration"] for rule, w in jobs if rule in ("prior", "search")} == {"ppl_c4"}
 
 
 def test_forcerun_render_plans_only_render(finished):
-    for config in ((), ("data_dir=null",)):  # the README's command, given no data_dir
+    for config in ((),):
         jobs = planned_jobs(finished.run("-n", "figures", "--forcerun", "render", config=config).stdout)
         assert Counter(rule for rule, _ in jobs) == {"render": 1, "figures": 1}
 

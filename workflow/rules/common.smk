@@ -1,16 +1,22 @@
-# No CLI sub-command: helpers of the stage files (output paths, config -> CLI arguments).
-# Functions only: they read `config` when called, which is after the Snakefile has typed and
-# validated it (and filled in the schema's defaults). The CLI arguments come from one generic
-# helper, cli_args: config keys are the CLI's flags.
+# No CLI sub-command: paths, input functions and the plan-time checks of the stage files.
+# The config -> command-line mapping, the checks and the provenance string are package functions
+# (src/depthprune/workflow.py, tested without Snakemake); the functions below only bind them to
+# `config`, which they read when called: after the Snakefile has typed and validated it (and
+# filled in the schema's defaults).
 
-import json
 import os
 import re
-import shlex
 import sys
 
 import yaml
 from snakemake.exceptions import WorkflowError
+
+# Snakemake outside the package's environment (e.g. --sdm conda): this repository's src/.
+try:
+    import depthprune.workflow as wf
+except ImportError:
+    sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+    import depthprune.workflow as wf
 
 SCHEMA_PATH = os.path.join(
     workflow.basedir, "workflow", "schemas", "config.schema.yaml"
@@ -29,39 +35,28 @@ def alternatives(names):
 
 
 def yaml_typed(value):
-    """Scalars spelt as strings ("7", "0.2", "null", "true") -> their YAML type; others unchanged.
-
-    Snakemake reads nested --config values with YAML's BaseLoader, which keeps every scalar a string
-    (`budgets=[7,9]` gives ["7", "9"]); the files' values are typed already, so typing the merged
-    config changes only what came from the command line.
-    """
-    if isinstance(value, dict):
-        return {key: yaml_typed(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [yaml_typed(item) for item in value]
-    if isinstance(value, str):
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError:
-            return value
-        if parsed is None or isinstance(parsed, (bool, int, float)):
-            return parsed
-    return value
+    return wf.yaml_typed(value)
 
 
-def check_models():
-    """Every alias in `models` names an entry of `model_table` (the schema cannot cross-check)."""
-    unknown = [m for m in config["models"] if m not in config["model_table"]]
-    if unknown:
-        raise WorkflowError(
-            f"config: models: {', '.join(unknown)} not in model_table "
-            f"(known: {', '.join(config['model_table'])})"
-        )
+def check_config_keys():
+    """A misspelt key: one line naming it and the allowed keys, not the whole schema."""
+    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+        errors = wf.config_key_errors(config, yaml.safe_load(handle))
+    if errors:
+        raise WorkflowError("\n".join(errors))
+
+
+def check_study():
+    """Plan-time checks (models, protected layers, budgets, the mirror's files), after validation."""
+    try:
+        wf.check_study(config)
+    except ValueError as err:
+        raise WorkflowError(str(err)) from None
 
 
 def model_entry(model):
     """How to load the model alias `model` (its model_table entry)."""
-    return config["model_table"][model]
+    return wf.model_entry(config, model)
 
 
 # --------------------------------------------------------------------------- paths
@@ -85,7 +80,7 @@ def benchmark_path(*parts):
 
 def search_threads():
     """Threads of a prior or search job: `search_threads`, else `threads`."""
-    return config.get("search_threads") or config["threads"]
+    return wf.search_threads(config)
 
 
 def prepared_model(model):
@@ -97,14 +92,12 @@ def prepared_model(model):
 def memo_path(wildcards):
     """SQLite memo shared by the prior and every search of one (model, calibration): a cache, not a
     declared output, so Snakemake never deletes it and reruns start warm."""
-    return results_path(
-        wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite"
-    )
+    return wf.memo_path(config, wildcards)
 
 
 def eval_cache_dir(wildcards):
     """Content-addressed evaluation cache: identical removed sets are evaluated once per model."""
-    return results_path(wildcards.model, "eval_cache")
+    return wf.eval_cache_dir(config, wildcards)
 
 
 # One search's files: results/<model>/<calibration>/seed<k>/M<M>/<algorithm>/ (and its log and
@@ -147,8 +140,7 @@ def model_selections(wildcards):
 
 
 def one_pass_per_model():
-    """evaluation.pass_per: model (evaluate_pass scores every set of a model and seed at once)."""
-    return config["evaluation"]["pass_per"] == "model"
+    return wf.one_pass_per_model(config)
 
 
 def evaluation_pass(model, seed):
@@ -162,25 +154,11 @@ def evaluation_pass(model, seed):
 
 
 def selection_args(wildcards, input):
-    """--selection per selection.json of the job's input (a pass: nothing written per set)."""
-    return " ".join(f"--selection {shlex.quote(path)}" for path in input.selections)
+    return wf.selection_args(input.selections)
 
 
 def selection_and_outputs(wildcards, input, output):
-    """--selection and its three --out-* per algorithm, in the same order."""
-    return " ".join(
-        cli_args(
-            {
-                "selection": selection,
-                "out_metrics": metrics,
-                "out_raw": raw,
-                "out_samples": samples,
-            }
-        )
-        for selection, metrics, raw, samples in zip(
-            input.selections, output.metrics, output.raw, output.samples
-        )
-    )
+    return wf.selection_and_outputs(input.selections, output.metrics, output.raw, output.samples)
 
 
 def search_workdir(wildcards):
@@ -191,32 +169,15 @@ def search_workdir(wildcards):
 # --------------------------------------------------------------------------- targets
 
 
-def package_function(module, name):
-    """A function of the depthprune package, also when Snakemake runs outside its environment
-    (e.g. --sdm conda): then from this repository's src/."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ImportError:
-        sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-        return getattr(importlib.import_module(module), name)
-
-
 def calibration_variants():
     """Every calibration of the study, at each of `calibration_sizes` (when given): one label per
     size (tlm_cs170k, tlm_cs170k-n16, ppl_c4-64x128; see src/depthprune/calibration/variants.py).
     Seeds are not part of the label: each seed has its own seed<k>/ folder below it.
     """
-    study_variants = package_function(
-        "depthprune.calibration.variants", "study_variants"
-    )
     try:
-        return study_variants(
-            config["calibrations"], config.get("calibration_sizes"), None
-        )
+        return wf.calibration_variants(config)
     except ValueError as err:
-        raise WorkflowError(f"config: {err}") from None
+        raise WorkflowError(str(err)) from None
 
 
 def calibration_labels():
@@ -230,21 +191,11 @@ def calibration_wildcard():
 
 
 def model_budgets(model):
-    """Absolute budgets (M) of one model: its own `budgets`, else the top-level ones; fractions of
-    depth ("7/32") resolved with its `n_layers` (rule in src/depthprune/budgets.py)."""
-    resolve_budgets = package_function("depthprune.budgets", "resolve_budgets")
-
-    entry = model_entry(model)
-    budgets = entry.get("budgets") or config["budgets"]
-    where = (
-        f"model_table.{model}.budgets"
-        if entry.get("budgets")
-        else f"budgets (for model {model})"
-    )
+    """Absolute budgets (M) of one model (fractions of depth resolved with its n_layers)."""
     try:
-        return resolve_budgets(budgets, entry.get("n_layers"), where)
+        return wf.model_budgets(config, model)
     except ValueError as err:
-        raise WorkflowError(f"config: {err}") from None
+        raise WorkflowError(str(err)) from None
 
 
 def search_dirs():
@@ -279,59 +230,45 @@ TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 
 
 # --------------------------------------------------------------------------- CLI arguments
-
-
-def cli_args(options, flags=None):
-    """Config options -> the depthprune CLI's arguments, one shell-quoted string.
-
-    Config keys are the CLI's flags: `ppl_seq_len` -> `--ppl-seq-len` (`flags` maps the few that
-    differ). None drops the option; a list is comma-joined (`--tasks a,b`); a mapping gives one
-    `--flag key=value` per entry, in key order (`--param beam_width=3`); values are written as the
-    YAML scalars the CLI parses back (`true`, not Python's `True`).
-    """
-    parts = []
-    for key, value in options.items():
-        flag = (flags or {}).get(key) or f"--{key.replace('_', '-')}"
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            parts += [
-                f"{flag} {shlex.quote(f'{k}={yaml_scalar(v)}')}"
-                for k, v in sorted(value.items())
-            ]
-        elif isinstance(value, list):
-            parts.append(f"{flag} {shlex.quote(','.join(map(str, value)))}")
-        else:
-            parts.append(f"{flag} {shlex.quote(yaml_scalar(value))}")
-    return " ".join(parts)
-
-
-def yaml_scalar(value):
-    return value if isinstance(value, str) else json.dumps(value)
+# Each binds a depthprune.workflow function to `config` (a params: function of the rules).
 
 
 def model_args(wildcards):
-    """Shared model options (cli_common.add_model_args) for the model alias in `wildcards`."""
-    entry = model_entry(wildcards.model)
-    return cli_args(
-        {
-            "model": entry["spec"],
-            "name": wildcards.model,
-            "dtype": entry["dtype"],
-            "device": config["device"],
-            "model_cache_dir": config["model_cache_dir"],
-        }
-    )
+    return wf.model_args(config, wildcards)
 
 
 def prepare_model_args(wildcards):
-    """Options of `depthprune prepare-model` (which always works on the CPU in float32)."""
-    return cli_args(
-        {
-            "model": model_entry(wildcards.model)["spec"],
-            "model_cache_dir": config["model_cache_dir"],
-        }
-    )
+    return wf.prepare_model_args(config, wildcards)
+
+
+def calibration_args(wildcards):
+    return wf.calibration_args(config, wildcards)  # --data-dir comes through data_dir_param
+
+
+def evaluator_args(wildcards):
+    return wf.evaluator_args(config, wildcards)  # memo_journal comes through memo_journal_param
+
+
+def search_param_args(wildcards):
+    return wf.search_param_args(config, wildcards)
+
+
+def heldout_args(wildcards):
+    return wf.heldout_args(config, wildcards)
+
+
+def evaluation_args(wildcards):
+    return wf.evaluation_args(config, wildcards)  # + data_dir_param
+
+
+def analysis_args(wildcards):
+    return wf.analysis_args(config)
+
+
+def provenance_param(stage):
+    """What a job's results depend on beyond its command (code and package versions, dtype, the
+    data's content; wf.provenance): a `params:` value, so a change of any of them reruns the job."""
+    return lambda wildcards: wf.provenance(config, wildcards, stage)
 
 
 class NotARerunTrigger:
@@ -356,16 +293,15 @@ class NotARerunTrigger:
 
 
 def data_dir_param(wildcards):
-    """`--data-dir DIR` (or nothing: the hub): running with another data_dir plans nothing new."""
-    return NotARerunTrigger(cli_args({"data_dir": config["data_dir"]}))
+    """`--data-dir DIR` (or nothing: the hub): where the mirror lies is no rerun trigger (its
+    content is, through provenance_param)."""
+    return NotARerunTrigger(wf.data_dir_args(config))
 
 
 def memo_journal_param(wildcards):
     """The memo's SQLite journal (wal on one machine; delete on a network filesystem written from
     several nodes, selected by the SLURM profile): switching profiles reruns nothing."""
-    return NotARerunTrigger(
-        cli_args({"memo_journal": config["evaluator"].get("memo_journal", "wal")})
-    )
+    return NotARerunTrigger(wf.memo_journal_args(config))
 
 
 def recompute_param(name):
@@ -392,70 +328,6 @@ def forced_rule(name):
     return bool(getattr(settings, "forceall", False)) or name in set(
         getattr(settings, "forcerun", None) or ()
     )
-
-
-def calibration_args(wildcards):
-    """Calibration options: identical for the prior and every search of a (model, calibration), so
-    they share the memo. Only the options of this calibration's objective (its registry entry says
-    which) are passed, so changing the TLM settings does not rerun the perplexity-calibrated jobs.
-    """
-    parse_label = package_function("depthprune.calibration.variants", "parse_label")
-    calibration_spec = package_function(
-        "depthprune.calibration.specs", "calibration_spec"
-    )
-    variant = parse_label(wildcards.calibration)  # size of a calibration-size study
-    objective = calibration_spec(variant.base).objective
-    sizes = config["calibration"][objective]
-    return cli_args(
-        {
-            "calibration": variant.base,
-            "n_samples": variant.n_samples or sizes["n_samples"],
-            "seq_len": variant.seq_len or sizes["seq_len"],
-            "seed": wildcards.seed,
-            "calibration_label": (
-                wildcards.calibration if wildcards.calibration != variant.base else None
-            ),
-            "format": sizes.get("format"),  # TLM only
-        },
-        flags={"format": "--tlm-format"},
-    )  # --data-dir comes through data_dir_param
-
-
-def evaluator_args(wildcards):
-    protected = model_entry(wildcards.model)["protected_layers"]
-    options = {k: v for k, v in config["evaluator"].items() if k != "memo_journal"}
-    return cli_args(
-        {
-            "memo": memo_path(wildcards),
-            "protected": " ".join(str(i) for i in sorted(protected)) or None,
-            **options,  # token_budget, state_device, state_cache_gib
-        }
-    )  # memo_journal comes through memo_journal_param
-
-
-def search_param_args(wildcards):
-    """`--param key=value` for this algorithm's hyper-parameters only: a params change of one
-    algorithm then reruns only its searches."""
-    return cli_args({"param": config["search_params"].get(wildcards.algorithm) or {}})
-
-
-def evaluation_args(wildcards):
-    options = dict(config["evaluation"])
-    headline = options.pop("headline_metrics")
-    options.pop("pass_per")  # which jobs run a pass, not how a set is scored
-    return cli_args(
-        {
-            **options,
-            "cache_dir": eval_cache_dir(wildcards),
-            "headline_metrics": headline,
-        },
-        flags={"headline_metrics": "--headline-metric"},
-    )  # + data_dir_param
-
-
-def analysis_args(wildcards):
-    """The statistics options of `depthprune render` (config section `analysis`)."""
-    return cli_args(config["analysis"])
 
 
 def figure_outputs():

@@ -31,6 +31,8 @@ rule evaluate_pass:
     params:
         model=model_args,
         evaluation=evaluation_args,
+        # Code and package versions, dtype, the benchmark data's content: a change reruns the job.
+        provenance=provenance_param("evaluation"),
         sets=selection_args,
         # Not rerun triggers (see NotARerunTrigger in common.smk):
         data_dir=data_dir_param,
@@ -68,6 +70,8 @@ rule evaluate_selections:
     params:
         model=model_args,
         evaluation=evaluation_args,
+        # Code and package versions, dtype, the benchmark data's content: a change reruns the job.
+        provenance=provenance_param("evaluation"),
         sets=selection_and_outputs,
         # Not rerun triggers (see NotARerunTrigger in common.smk):
         data_dir=data_dir_param,
@@ -101,6 +105,8 @@ rule evaluate_dense:
     params:
         model=model_args,
         evaluation=evaluation_args,
+        # Code and package versions, dtype, the benchmark data's content: a change reruns the job.
+        provenance=provenance_param("evaluation"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):
         data_dir=data_dir_param,
         recompute=recompute_param("evaluate_dense"),

@@ -22,6 +22,8 @@ rule prior:
         model=model_args,
         calibration=calibration_args,
         evaluator=evaluator_args,
+        # Code and package versions, dtype, the calibration data's content: a change reruns the job.
+        provenance=provenance_param("calibration"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):
         data_dir=data_dir_param,
         memo_journal=memo_journal_param,

@@ -28,6 +28,9 @@ rule search:
         model=model_args,
         calibration=calibration_args,
         evaluator=evaluator_args,
+        heldout=heldout_args,  # the selected set's held-out loss (calibration.<objective>.heldout_samples)
+        # Code and package versions, dtype, the calibration data's content: a change reruns the job.
+        provenance=provenance_param("calibration"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):
         data_dir=data_dir_param,
         memo_journal=memo_journal_param,
@@ -37,4 +40,4 @@ rule search:
         " --algorithm {wildcards.algorithm} --budget {wildcards.budget}"
         " --prior {input.prior:q} --workdir {params.workdir:q} {params.hyperparameters}"
         " {params.model} {params.calibration} {params.data_dir} {params.evaluator} {params.memo_journal}"
-        " --out-selection {output.selection:q} --out-trace {output.trace:q}"
+        " {params.heldout} --out-selection {output.selection:q} --out-trace {output.trace:q}"

@@ -1,0 +1,419 @@
+"""The Snakemake workflow's logic, as pure functions of the validated config (no Snakemake import).
+
+`workflow/rules/common.smk` keeps paths and input functions and calls these for everything else:
+the config -> command-line mapping of every rule (config keys are the CLI's flags), the study's
+plan-time checks, and the provenance string whose change reruns a job. `wildcards` is anything with
+the rule's wildcards as attributes (Snakemake's `Wildcards`, or `types.SimpleNamespace` in tests).
+Light on purpose: it runs whenever the Snakefile is parsed, so it imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import shlex
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import yaml
+
+from depthprune.budgets import resolve_budgets
+from depthprune.calibration.specs import calibration_spec
+from depthprune.calibration.variants import parse_label, study_variants
+from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
+
+# Mirror files of the two corpus perplexities (the same paths as evaluation/perplexity.py's CORPORA,
+# which imports torch; tests/test_workflow_args.py checks they agree) and of each calibration source.
+CORPUS_MIRROR_FILES = {"wikitext2": "wikitext-2-raw-v1/test.jsonl", "c4": "c4/validation.jsonl"}
+CALIBRATION_MIRROR_FILES = {"c4": "c4/train.jsonl", "cs170k": "commonsense_170k/train.jsonl"}
+
+# Packages whose version can change a loss or a metric (the provenance of prior, search, evaluate).
+PROVENANCE_PACKAGES = {"calibration": ("torch", "transformers"), "evaluation": ("torch", "transformers", "lm_eval")}
+
+
+class ConfigError(ValueError):
+    """A config value the study cannot run with; the message names the key."""
+
+
+# --------------------------------------------------------------------------- config values
+
+
+def yaml_typed(value):
+    """Scalars spelt as strings ("7", "0.2", "null", "true") -> their YAML type; others unchanged.
+
+    Snakemake reads nested --config values with YAML's BaseLoader, which keeps every scalar a string
+    (`budgets=[7,9]` gives ["7", "9"]); the files' values are typed already, so typing the merged
+    config changes only what came from the command line.
+    """
+    if isinstance(value, dict):
+        return {key: yaml_typed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [yaml_typed(item) for item in value]
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if parsed is None or isinstance(parsed, (bool, int, float)):
+            return parsed
+    return value
+
+
+def model_entry(config: Mapping, model: str) -> dict:
+    """How to load the model alias `model` (its model_table entry)."""
+    return config["model_table"][model]
+
+
+def search_threads(config: Mapping) -> int:
+    """Threads of a prior or search job: `search_threads`, else `threads`."""
+    return config.get("search_threads") or config["threads"]
+
+
+def one_pass_per_model(config: Mapping) -> bool:
+    """evaluation.pass_per: model (evaluate_pass scores every set of a model and seed at once)."""
+    return config["evaluation"]["pass_per"] == "model"
+
+
+def calibration_variants(config: Mapping):
+    """Every calibration of the study, at each of `calibration_sizes` (when given); ConfigError if
+    a size is malformed (see calibration/variants.py)."""
+    try:
+        return study_variants(config["calibrations"], config.get("calibration_sizes"), None)
+    except ValueError as err:
+        raise ConfigError(f"config: {err}") from None
+
+
+def calibration_labels(config: Mapping) -> list[str]:
+    return [variant.label for variant in calibration_variants(config)]
+
+
+def model_budgets(config: Mapping, model: str) -> list[int]:
+    """Absolute budgets (M) of one model: its own `budgets`, else the top-level ones; fractions of
+    depth ("7/32") resolved with its `n_layers` (rule in budgets.py)."""
+    entry = model_entry(config, model)
+    budgets = entry.get("budgets") or config["budgets"]
+    where = f"model_table.{model}.budgets" if entry.get("budgets") else f"budgets (for model {model})"
+    try:
+        return resolve_budgets(budgets, entry.get("n_layers"), where)
+    except ValueError as err:
+        raise ConfigError(f"config: {err}") from None
+
+
+# --------------------------------------------------------------------------- CLI arguments
+
+
+def yaml_scalar(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def cli_args(options: Mapping, flags: Mapping | None = None) -> str:
+    """Config options -> the depthprune CLI's arguments, one shell-quoted string.
+
+    Config keys are the CLI's flags: `ppl_seq_len` -> `--ppl-seq-len` (`flags` maps the few that
+    differ). None drops the option; a list is comma-joined (`--tasks a,b`); a mapping gives one
+    `--flag key=value` per entry, in key order (`--param beam_width=3`); values are written as the
+    YAML scalars the CLI parses back (`true`, not Python's `True`).
+    """
+    parts = []
+    for key, value in options.items():
+        flag = (flags or {}).get(key) or f"--{key.replace('_', '-')}"
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            parts += [f"{flag} {shlex.quote(f'{k}={yaml_scalar(v)}')}" for k, v in sorted(value.items())]
+        elif isinstance(value, list):
+            parts.append(f"{flag} {shlex.quote(','.join(map(str, value)))}")
+        else:
+            parts.append(f"{flag} {shlex.quote(yaml_scalar(value))}")
+    return " ".join(parts)
+
+
+def memo_path(config: Mapping, wildcards) -> str:
+    """SQLite memo shared by the prior and every search of one (model, calibration, seed)."""
+    return os.path.join(
+        config["results_dir"], wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite"
+    )
+
+
+def eval_cache_dir(config: Mapping, wildcards) -> str:
+    """Content-addressed evaluation cache: identical removed sets are evaluated once per model."""
+    return os.path.join(config["results_dir"], wildcards.model, "eval_cache")
+
+
+def model_args(config: Mapping, wildcards) -> str:
+    """Shared model options (cli_common.add_model_args) for the model alias in `wildcards`."""
+    entry = model_entry(config, wildcards.model)
+    return cli_args(
+        {
+            "model": entry["spec"],
+            "name": wildcards.model,
+            "dtype": entry["dtype"],
+            "device": config["device"],
+            "model_cache_dir": config["model_cache_dir"],
+        }
+    )
+
+
+def prepare_model_args(config: Mapping, wildcards) -> str:
+    """Options of `depthprune prepare-model` (which always works on the CPU in float32)."""
+    return cli_args(
+        {"model": model_entry(config, wildcards.model)["spec"], "model_cache_dir": config["model_cache_dir"]}
+    )
+
+
+def data_dir_args(config: Mapping) -> str:
+    """`--data-dir DIR`, or nothing (the Hugging Face hub)."""
+    return cli_args({"data_dir": config["data_dir"]})
+
+
+def memo_journal_args(config: Mapping) -> str:
+    """The memo's SQLite journal: wal on one machine, delete on a network filesystem."""
+    return cli_args({"memo_journal": config["evaluator"].get("memo_journal", "wal")})
+
+
+def calibration_args(config: Mapping, wildcards) -> str:
+    """Calibration options: identical for the prior and every search of a (model, calibration), so
+    they share the memo. Only the options of this calibration's objective (its registry entry says
+    which) are passed, so changing the TLM settings does not rerun the perplexity-calibrated jobs.
+    `--data-dir` is not among them (data_dir_args)."""
+    variant = parse_label(wildcards.calibration)  # size of a calibration-size study
+    objective = calibration_spec(variant.base).objective
+    sizes = config["calibration"][objective]
+    return cli_args(
+        {
+            "calibration": variant.base,
+            "n_samples": variant.n_samples or sizes["n_samples"],
+            "seq_len": variant.seq_len or sizes["seq_len"],
+            "seed": wildcards.seed,
+            "calibration_label": wildcards.calibration if wildcards.calibration != variant.base else None,
+            "format": sizes.get("format"),  # TLM only
+            # TLM only, and only when not the default margin: a margin study's commands stay as they were.
+            "loss": sizes.get("loss") if sizes.get("loss") not in (None, "margin") else None,
+        },
+        flags={"format": "--tlm-format", "loss": "--tlm-loss"},
+    )
+
+
+def evaluator_args(config: Mapping, wildcards) -> str:
+    """Subset-evaluator options (the memo's journal is not among them: memo_journal_args)."""
+    entry = model_entry(config, wildcards.model)
+    protected = entry["protected_layers"]
+    options = {k: v for k, v in config["evaluator"].items() if k != "memo_journal"}
+    return cli_args(
+        {
+            "memo": memo_path(config, wildcards),
+            "protected": " ".join(str(i) for i in sorted(protected)) or None,
+            # Only when on: `protect: none` gives the same command as before the setting existed.
+            "protect": "boundary" if entry.get("protect") == "boundary" else None,
+            **options,  # token_budget, state_device, state_cache_gib
+        }
+    )
+
+
+def search_param_args(config: Mapping, wildcards) -> str:
+    """`--param key=value` for this algorithm's hyper-parameters only: a params change of one
+    algorithm then reruns only its searches."""
+    return cli_args({"param": config["search_params"].get(wildcards.algorithm) or {}})
+
+
+def heldout_args(config: Mapping, wildcards) -> str:
+    """`--heldout-samples N` of a search: `calibration.<objective>.heldout_samples` of its calibration
+    (null: no held-out scoring, and the command is the one from before the setting existed)."""
+    objective = calibration_spec(parse_label(wildcards.calibration).base).objective
+    return cli_args({"heldout_samples": config["calibration"][objective].get("heldout_samples")})
+
+
+def evaluation_args(config: Mapping, wildcards) -> str:
+    """`depthprune evaluate`'s settings (config section `evaluation`) and the model's cache folder."""
+    options = dict(config["evaluation"])
+    headline = options.pop("headline_metrics")
+    options.pop("pass_per")  # which jobs run a pass, not how a set is scored
+    return cli_args(
+        {**options, "cache_dir": eval_cache_dir(config, wildcards), "headline_metrics": headline},
+        flags={"headline_metrics": "--headline-metric"},
+    )
+
+
+def analysis_args(config: Mapping) -> str:
+    """The statistics options of `depthprune render` (config section `analysis`)."""
+    return cli_args(config["analysis"])
+
+
+def selection_args(selections: Iterable[str]) -> str:
+    """--selection per selection.json (a pass: nothing written per set)."""
+    return " ".join(f"--selection {shlex.quote(path)}" for path in selections)
+
+
+def selection_and_outputs(selections, metrics, raw, samples) -> str:
+    """--selection and its three --out-* per algorithm, in the same order."""
+    return " ".join(
+        cli_args({"selection": selection, "out_metrics": m, "out_raw": r, "out_samples": s})
+        for selection, m, r, s in zip(selections, metrics, raw, samples)
+    )
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def package_version(name: str) -> str:
+    for dist in (name.replace("_", "-"), name):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+@functools.cache
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file (cached per process while its size and mtime stay; the plan hashes each
+    mirror file once, a few MB)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_fingerprint(path: str | Path) -> str:
+    stat = os.stat(path)
+    return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def calibration_files(config: Mapping, calibration: str) -> list[str]:
+    """Mirror files (relative to data_dir) the calibration label `calibration` reads."""
+    return [CALIBRATION_MIRROR_FILES[calibration_spec(parse_label(calibration).base).source]]
+
+
+def evaluation_files(config: Mapping) -> list[str]:
+    """Mirror files (relative to data_dir) of `evaluation.tasks`, in task order."""
+    from depthprune.evaluation.harness import load_template
+
+    files = []
+    for task in config["evaluation"]["tasks"]:
+        if task in CORPUS_PERPLEXITIES:
+            files.append(CORPUS_MIRROR_FILES[task])
+        elif task in LM_EVAL_TASKS:
+            files += list(load_template(task)["dataset_kwargs"]["data_files"].values())
+    return files
+
+
+def data_fingerprint(config: Mapping, files: Iterable[str]) -> str:
+    """The content of `files` in the mirror (SHA-256 each; where the mirror lies does not matter),
+    or "hub" without a data_dir."""
+    if config.get("data_dir") is None:
+        return "hub"
+    digest = hashlib.sha256()
+    for relative in files:
+        digest.update(f"{relative}={file_fingerprint(Path(config['data_dir'], relative))}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+def provenance(config: Mapping, wildcards, stage: str) -> str:
+    """What a job's results depend on beyond its command line: code version (SCORING_VERSION and
+    the package's version), the model's configured dtype, the versions of the packages that compute
+    it, and the content of the data it reads. A `params:` value, so a change of any of them reruns
+    the job (Snakemake's params trigger); the caches' keys decide what is recomputed inside it.
+
+    `stage` is "calibration" (prior, search: the calibration file) or "evaluation" (evaluate: the
+    benchmark files)."""
+    from depthprune import __version__
+    from depthprune.versions import SCORING_VERSION
+
+    if stage == "calibration":
+        files = calibration_files(config, wildcards.calibration)
+    elif stage == "evaluation":
+        files = evaluation_files(config)
+    else:
+        raise ValueError(f"provenance stage {stage!r}: expected calibration or evaluation")
+    parts = {
+        "scoring_version": SCORING_VERSION,
+        "depthprune": __version__,
+        "dtype": model_entry(config, wildcards.model)["dtype"],
+        **{name: package_version(name) for name in PROVENANCE_PACKAGES[stage]},
+        "data": data_fingerprint(config, files),
+    }
+    return " ".join(f"{key}={value}" for key, value in parts.items())
+
+
+# --------------------------------------------------------------------------- plan-time checks
+
+
+def config_key_errors(config: Mapping, schema: Mapping) -> list[str]:
+    """Unknown keys, each as one line naming the key and the allowed ones (the schema's
+    `additionalProperties: false` objects; a full schema dump is no help for a typo)."""
+    errors: list[str] = []
+
+    def resolve(node):
+        while isinstance(node, dict) and "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def walk(value, node, where):
+        node = resolve(node)
+        if not isinstance(node, dict) or not isinstance(value, dict):
+            return
+        properties = node.get("properties", {})
+        extra = node.get("additionalProperties", True)
+        for key, item in value.items():
+            name = f"{where}.{key}" if where else str(key)
+            if key in properties:
+                walk(item, properties[key], name)
+            elif extra is False:
+                errors.append(f"config: unknown key {name!r} (allowed: {', '.join(properties)})")
+            elif isinstance(extra, dict):
+                walk(item, extra, name)
+
+    walk(config, schema, "")
+    return errors
+
+
+def check_study(config: Mapping) -> None:
+    """What the schema cannot check and would otherwise fail a job late: model aliases, protected
+    layers and budgets against a model's known depth, and every mirror file the study reads.
+    Raises ConfigError naming the config key or file."""
+    unknown = [m for m in config["models"] if m not in config["model_table"]]
+    if unknown:
+        raise ConfigError(
+            f"config: models: {', '.join(unknown)} not in model_table (known: {', '.join(config['model_table'])})"
+        )
+    for model in config["models"]:
+        entry = model_entry(config, model)
+        n_layers = entry.get("n_layers")
+        budgets = model_budgets(config, model)
+        if n_layers is None:
+            continue
+        protected = entry.get("protected_layers") or []
+        outside = [p for p in protected if not 0 <= p < n_layers]
+        if outside:
+            raise ConfigError(
+                f"config: model_table.{model}.protected_layers {outside} outside 0..{n_layers - 1} "
+                f"(model_table.{model}.n_layers: {n_layers})"
+            )
+        kept = set(protected) | ({0, n_layers - 1} if entry.get("protect") == "boundary" else set())
+        removable = n_layers - len(kept)
+        too_large = [m for m in budgets if m >= n_layers or m > removable]
+        if too_large:
+            raise ConfigError(
+                f"config: budgets {too_large} of model {model} (budgets / model_table.{model}.budgets): "
+                f"M must be below n_layers = {n_layers} and at most the {removable} removable blocks"
+            )
+    check_mirror(config)
+
+
+def check_mirror(config: Mapping) -> None:
+    """With a data_dir, every file the study's calibrations and benchmarks read must be there."""
+    data_dir = config.get("data_dir")
+    if data_dir is None:
+        return
+    needed = [f for label in calibration_labels(config) for f in calibration_files(config, label)]
+    needed += evaluation_files(config)
+    missing = sorted({f for f in needed if not Path(data_dir, f).is_file()})
+    if missing:
+        raise ConfigError(
+            f"config: data_dir {data_dir!r} lacks {', '.join(missing)} "
+            "(point data_dir at the offline mirror, e.g. ../shared/data, or set it to null for the hub)"
+        )

@@ -1,0 +1,182 @@
+"""depthprune.workflow without Snakemake: config -> CLI arguments, provenance, plan-time checks."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from depthprune import workflow as wf
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def smoke_config(**overrides) -> dict:
+    """config.yaml with config/smoke.yaml over it (mappings merged, lists replaced), as Snakemake
+    layers them, plus the schema defaults the rules read."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+
+    def merge(base, extra):
+        for key, value in extra.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = value
+
+    merge(config, yaml.safe_load((REPO / "config" / "smoke.yaml").read_text()))
+    merge(config, overrides)
+    for entry in config["model_table"].values():
+        entry.setdefault("dtype", "auto")
+        entry.setdefault("protected_layers", [])
+    return config
+
+
+WILDCARDS = SimpleNamespace(model="tiny", calibration="tlm_cs170k", seed="0", budget="2", algorithm="beam")
+
+
+def test_cli_args_quotes_lists_mappings_and_drops_none():
+    text = wf.cli_args({"tasks": ["a", "b"], "limit": None, "param": {"b": True, "a": 0.5}, "out": "my dir"})
+    assert text == "--tasks a,b --param a=0.5 --param b=true --out 'my dir'"
+    assert wf.cli_args({"format": "text"}, flags={"format": "--tlm-format"}) == "--tlm-format text"
+
+
+def test_rule_arguments_of_the_smoke_preset():
+    config = smoke_config(data_dir="../shared/data")
+    assert wf.model_args(config, WILDCARDS) == (
+        "--model tiny:llama-8 --name tiny --dtype auto --device cpu --model-cache-dir resources/models"
+    )
+    assert wf.calibration_args(config, WILDCARDS) == (
+        "--calibration tlm_cs170k --n-samples 4 --seq-len 128 --seed 0 --tlm-format text"
+    )
+    # a calibration-size label: its size replaces the config's, and the label is passed on
+    sized = SimpleNamespace(model="tiny", calibration="ppl_c4-8x64", seed="1")
+    assert wf.calibration_args(config, sized) == (
+        "--calibration ppl_c4 --n-samples 8 --seq-len 64 --seed 1 --calibration-label ppl_c4-8x64"
+    )
+    assert wf.evaluator_args(config, WILDCARDS).startswith(
+        "--memo results/smoke/tiny/tlm_cs170k/seed0/memo.sqlite --state-device auto"
+    )
+    assert wf.search_param_args(config, WILDCARDS) == "--param beam_width=3"
+    assert wf.search_param_args(config, SimpleNamespace(algorithm="one_shot")) == ""
+    evaluation = wf.evaluation_args(config, WILDCARDS)
+    assert "--cache-dir results/smoke/tiny/eval_cache" in evaluation and "pass" not in evaluation
+    assert wf.data_dir_args(config) == "--data-dir ../shared/data"
+    assert wf.data_dir_args({**config, "data_dir": None}) == ""
+    assert wf.memo_journal_args(config) == "--memo-journal wal"
+    assert wf.selection_and_outputs(["s.json"], ["m.csv"], ["r.json"], ["x.parquet"]) == (
+        "--selection s.json --out-metrics m.csv --out-raw r.json --out-samples x.parquet"
+    )
+
+
+def test_protected_layers_and_boundary_reach_the_evaluator():
+    config = smoke_config()
+    config["model_table"]["tiny"].update(protected_layers=[7, 0], protect="boundary")
+    assert "--protected '0 7' --protect boundary" in wf.evaluator_args(config, WILDCARDS)
+
+
+def test_budgets_and_labels():
+    config = smoke_config()
+    assert wf.model_budgets(config, "tiny") == [2, 3]
+    assert wf.calibration_labels(config) == ["ppl_c4", "tlm_cs170k"]
+    config["model_table"]["tiny"].update(budgets=["1/4"])
+    with pytest.raises(wf.ConfigError, match="n_layers"):
+        wf.model_budgets(config, "tiny")  # a fraction of depth needs the model's n_layers
+
+
+def test_yaml_typed():
+    assert wf.yaml_typed({"budgets": ["7", "9"], "x": "null", "y": "abc", "z": ["0.5"]}) == {
+        "budgets": [7, 9],
+        "x": None,
+        "y": "abc",
+        "z": [0.5],
+    }
+
+
+def test_corpus_mirror_files_agree_with_the_perplexity_module():
+    from depthprune.evaluation.perplexity import CORPORA
+
+    assert {name: corpus.local_file for name, corpus in CORPORA.items()} == wf.CORPUS_MIRROR_FILES
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def test_provenance_changes_with_each_input(data_dir, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    shutil.copytree(data_dir, mirror)
+    config = smoke_config(data_dir=str(mirror))
+    base = wf.provenance(config, WILDCARDS, "calibration")
+    assert "scoring_version=" in base and "torch=" in base and "dtype=auto" in base
+    # the mirror's location does not matter, its content does
+    moved = tmp_path / "moved"
+    shutil.copytree(mirror, moved)
+    assert wf.provenance({**config, "data_dir": str(moved)}, WILDCARDS, "calibration") == base
+    assert wf.provenance({**config, "data_dir": None}, WILDCARDS, "calibration") != base
+    train = moved / "commonsense_170k" / "train.jsonl"
+    train.write_text(train.read_text() + "\n")
+    assert wf.provenance({**config, "data_dir": str(moved)}, WILDCARDS, "calibration") != base
+    # the evaluation's data are the benchmarks' files, not the calibration's
+    evaluation = wf.provenance({**config, "data_dir": str(moved)}, WILDCARDS, "evaluation")
+    assert evaluation == wf.provenance(config, WILDCARDS, "evaluation") and "lm_eval=" in evaluation
+    hellaswag = moved / "hellaswag" / "validation.jsonl"
+    hellaswag.write_text(hellaswag.read_text() + "\n")
+    assert wf.provenance({**config, "data_dir": str(moved)}, WILDCARDS, "evaluation") != evaluation
+    # dtype
+    other = copy.deepcopy(config)
+    other["model_table"]["tiny"]["dtype"] = "float32"
+    assert wf.provenance(other, WILDCARDS, "calibration") != base
+    # code version, package version, a package's version
+    monkeypatch.setattr("depthprune.versions.SCORING_VERSION", 999)
+    assert wf.provenance(config, WILDCARDS, "calibration") != base
+    monkeypatch.undo()
+    monkeypatch.setattr("depthprune.__version__", "9.9.9")
+    assert wf.provenance(config, WILDCARDS, "calibration") != base
+    monkeypatch.undo()
+    real = wf.package_version
+    monkeypatch.setattr(wf, "package_version", lambda name: "0.0-other" if name == "torch" else real(name))
+    assert wf.provenance(config, WILDCARDS, "calibration") != base
+    monkeypatch.undo()
+    assert wf.provenance(config, WILDCARDS, "calibration") == base
+
+
+# --------------------------------------------------------------------------- plan-time checks
+
+
+def test_misspelt_keys_are_named_with_the_allowed_ones():
+    config = smoke_config(bogus_key=1, search_params={"ga": {"populaton": 3}})
+    errors = wf.config_key_errors(config, SCHEMA)
+    assert any("'bogus_key'" in e and "allowed: models" in e for e in errors)
+    assert any("'search_params.ga.populaton'" in e and "population" in e for e in errors)
+    assert len(errors) == 2
+    assert wf.config_key_errors(smoke_config(), SCHEMA) == []
+
+
+def test_study_checks_name_the_key(data_dir, tmp_path):
+    wf.check_study(smoke_config(data_dir=str(data_dir)))  # the smoke preset passes
+    config = smoke_config(models=["tiny", "nosuch"])
+    with pytest.raises(wf.ConfigError, match="models: nosuch not in model_table"):
+        wf.check_study(config)
+    config = smoke_config(data_dir=None)
+    config["model_table"]["tiny"].update(n_layers=8, protected_layers=[8])
+    with pytest.raises(wf.ConfigError, match=r"model_table.tiny.protected_layers \[8\] outside 0..7"):
+        wf.check_study(config)
+    config["model_table"]["tiny"].update(protected_layers=[], budgets=[8])
+    with pytest.raises(wf.ConfigError, match=r"model_table.tiny.budgets: budget 8 would remove all 8 blocks"):
+        wf.check_study(config)
+    config["model_table"]["tiny"].update(budgets=[6], protect="boundary", protected_layers=[3])
+    with pytest.raises(wf.ConfigError, match="at most the 5 removable"):
+        wf.check_study(config)
+    # a mirror without one benchmark's file
+    mirror = tmp_path / "mirror"
+    shutil.copytree(data_dir, mirror)
+    (mirror / "piqa" / "validation.jsonl").unlink()
+    with pytest.raises(wf.ConfigError, match=r"lacks piqa/validation\.jsonl"):
+        wf.check_study(smoke_config(data_dir=str(mirror)))
+    (mirror / "c4" / "train.jsonl").unlink()
+    with pytest.raises(wf.ConfigError, match=r"c4/train\.jsonl, piqa/validation\.jsonl"):
+        wf.check_study(smoke_config(data_dir=str(mirror)))
