@@ -108,6 +108,93 @@ def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
     assert completed_trials(workdir) == N_TRIALS
 
 
+# A small space (8 layers, M = 3: 56 sets, 30 trials): most proposals are repeats and many repairs
+# fall back to the seeded random set, which is where a seed from trial.number went wrong.
+SMALL_SPACE = f"""
+import json, os, signal, sys
+from depthprune.search.runner import run_search
+from depthprune.search.synthetic import random_objective
+
+workdir, kill_at = sys.argv[1], int(sys.argv[2])
+ev = random_objective(8, seed=3, interaction=0.3)
+evaluate, calls = ev.evaluate, []
+def evaluate_or_die(sets):
+    calls.append(sets)
+    if len(calls) == kill_at:  # killed in the middle of this trial, its evaluation unfinished
+        os.kill(os.getpid(), signal.SIGKILL)
+    return evaluate(sets)
+ev.evaluate = evaluate_or_die
+result = run_search(ev, "bo", 3, ev.prior(), seed=7, workdir=workdir, params={{"n_trials": 30, "n_startup_trials": 4}})
+print(json.dumps({{
+    "removed": result.removed,
+    "trace": [[list(e.removed), e.loss, e.memo_hit] for e in result.trace],
+    "diagnostics": result.diagnostics,
+    "requests_this_process": len(calls),
+}}))
+"""
+
+
+def run_small_space(workdir, kill_at: int = 0) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", SMALL_SPACE, str(workdir), str(kill_at)], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_bo_killed_at_a_fixed_trial_resumes_to_the_uninterrupted_trace(tmp_path):
+    reference = run_small_space(tmp_path / "uninterrupted")
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    reference = json.loads(reference.stdout.splitlines()[-1])
+    assert reference["diagnostics"]["repaired"] >= 15  # the repair path is what this test is about
+
+    killed = run_small_space(tmp_path / "killed", kill_at=15)  # SIGKILL in trial 15 (0-based: 14)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert completed_trials(tmp_path / "killed") == 14
+    resumed = run_small_space(tmp_path / "killed")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    resumed = json.loads(resumed.stdout.splitlines()[-1])
+
+    # The interrupted trial keeps its number (failed), so the resumed trials' numbers run one ahead
+    # of an uninterrupted run's; seeded by the completed trials, every draw and repair is the same.
+    assert resumed["requests_this_process"] == 30 - 14
+    assert resumed["trace"] == reference["trace"]
+    assert resumed["removed"] == reference["removed"]
+    assert resumed["diagnostics"] == reference["diagnostics"]
+
+
+def test_bo_interrupted_by_an_error_resumes_to_the_uninterrupted_result(tmp_path):
+    """The same in one process: an exception at a fixed trial (the study is left with a RUNNING trial)."""
+    import pytest
+
+    from depthprune.search.runner import run_search
+    from depthprune.search.synthetic import random_objective
+
+    class Interrupted(Exception):
+        pass
+
+    def search(workdir, fail_at=None):
+        ev = random_objective(7, seed=3, interaction=0.3)
+        evaluate, calls = ev.evaluate, []
+
+        def evaluate_or_fail(sets):
+            calls.append(sets)
+            if len(calls) == fail_at:
+                raise Interrupted
+            return evaluate(sets)
+
+        ev.evaluate = evaluate_or_fail
+        params = {"n_trials": 20, "n_startup_trials": 4}
+        return run_search(ev, "bo", 3, ev.prior(), seed=7, workdir=workdir, params=params)
+
+    reference = search(tmp_path / "uninterrupted")
+    with pytest.raises(Interrupted):
+        search(tmp_path / "interrupted", fail_at=10)
+    resumed = search(tmp_path / "interrupted")
+    assert [(e.removed, e.loss, e.memo_hit) for e in resumed.trace] == [
+        (e.removed, e.loss, e.memo_hit) for e in reference.trace
+    ]
+    assert resumed.removed == reference.removed and resumed.diagnostics == reference.diagnostics
+
+
 def test_bo_rerun_of_a_finished_study_does_no_work(tmp_path):
     first = run_script(tmp_path, delay=0.0)
     again = run_script(tmp_path, delay=0.0)

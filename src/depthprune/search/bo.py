@@ -24,13 +24,16 @@ records both sets. ``selection.json`` (``diagnostics``) gives the number of repa
 Resumable: the study lives in SQLite under the problem's workdir. ``n_trials`` is the total, so a
 run killed at any point and started again finishes the remaining trials only. To end with the same
 result as an uninterrupted run, the sampler's randomness must not depend on the process: every trial
-gets a fresh TPE sampler seeded from (seed, number of completed trials), so the
-k-th trial is a function of the seed and the k − 1 completed trials only. A trial the kill interrupted is marked
+gets a fresh TPE sampler seeded from (seed, number of completed trials), and so does the repair's
+random fallback, so the k-th trial is a function of the seed and the k − 1 completed trials only
+(never of trial.number, which a failed trial advances). A trial the kill interrupted is marked
 failed (TPE ignores failed trials) and its draw is simply repeated. Each completed trial stores its
 subset, accuracy, seconds, blocks run and compute seconds in a user attribute ("evaluation"); a
 resumed run replays them into the trace, so the counts cover all processes. The study's user
 attribute "compute_seconds" accumulates the compute time of every process (updated after each
-trial), so the search time excludes the downtime between a kill and the restart.
+trial), so the search time excludes the downtime between a kill and the restart. One process at
+a time: the study file is locked (``bo_study.sqlite3.lock``, locking.py), so a second process on
+it, such as a rerun beside a still running orphan of a killed Snakemake, fails at once.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from depthprune import locking
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem
 
@@ -93,10 +97,10 @@ class BayesianOptimisation(SearchAlgorithm):
         process_start = time.perf_counter()
         allowed = problem.allowed
         names = [f"k{i:03d}" for i in allowed]
-        with bo_study.quiet_optuna():
-            study = bo_study.open_study(
-                Path(problem.workdir) / STUDY_FILE, study_name(problem, params), problem.seed, params
-            )
+        study_path = Path(problem.workdir) / STUDY_FILE
+        # One process per study: two would each fill it up to n_trials (locking.py).
+        with bo_study.quiet_optuna(), locking.exclusive(Path(f"{study_path}.lock"), f"BO study {study_path}"):
+            study = bo_study.open_study(study_path, study_name(problem, params), problem.seed, params)
             bo_study.fail_interrupted_trials(study)
             done = study.get_trials(deepcopy=False, states=bo_study.DONE)
             for trial in done:
@@ -134,7 +138,10 @@ class BayesianOptimisation(SearchAlgorithm):
                 proposed = decode_keys(keys, allowed, problem.budget)
                 removed = proposed
                 if problem.evaluator.lookup(proposed) is not None:
-                    seed = (problem.seed, trial.number)  # a resumed study repairs the same way
+                    # Seeded by the completed trials, not trial.number: a trial cut short by a kill
+                    # keeps its number, so after a resume the numbers run one ahead. Uninterrupted,
+                    # the two are equal, so a study that was never killed repairs as before.
+                    seed = (problem.seed, distinct)
                     removed = repair_keys(keys, allowed, problem.budget, problem.evaluator.lookup, seed)
                     repaired += 1
                 blocks_before = problem.evaluator.blocks_run

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from depthprune import locking
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions, parse_layers
 from depthprune.progress import Progress
 from depthprune.search import get_algorithm
@@ -31,6 +32,26 @@ from depthprune.seeding import seed_everything
 log = logging.getLogger(__name__)
 
 TRACE_COLUMNS = ["order", "removed", "loss", "accuracy", "seconds", "memo_hit"]
+WORKDIR_LOCK = "search.lock"  # in the workdir: one search process per workdir (locking.py)
+
+
+def workdir_lock(workdir: str | Path):
+    """Hold the search workdir for this process (a context manager; ``locking.LockHeld`` if taken)."""
+    return locking.exclusive(Path(workdir) / WORKDIR_LOCK, f"search workdir {workdir}")
+
+
+def clear_workdir(workdir: str | Path) -> None:
+    """Delete a search's scratch state (``--recompute``), keeping the lock file this process holds:
+    deleted, the next process would create and lock a new file under the same name beside us."""
+    import shutil
+
+    for entry in Path(workdir).iterdir() if Path(workdir).is_dir() else ():
+        if entry.name == WORKDIR_LOCK:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 @dataclass
@@ -53,6 +74,9 @@ class SearchResult:
     prior_seconds: float = 0.0  # the prior's cost included in search_seconds (0 if it reads no prior)
     diagnostics: dict[str, Any] = field(default_factory=dict)  # SearchProblem.diagnostics
     dtype: str | None = None  # the model's resolved precision (None for evaluators without a model)
+    calibration_tokens: int | None = None  # real tokens of the calibration rows (None without a model)
+    # The selected set scored on the held-out draw (search --heldout-samples): loss, accuracy, n_samples, ...
+    heldout: dict[str, Any] | None = None
 
 
 def run_search(
@@ -103,7 +127,8 @@ def run_search(
     )
     start = time.perf_counter()
     try:
-        removed = parse_layers(search.run(problem, hyperparameters))
+        with workdir_lock(workdir):  # already held when called by `depthprune search`
+            removed = parse_layers(search.run(problem, hyperparameters))
     finally:
         if hasattr(evaluator, "progress"):
             evaluator.progress = previous_progress
@@ -141,6 +166,7 @@ def run_search(
         prior_seconds=charged_prior,
         diagnostics=dict(problem.diagnostics),
         dtype=evaluator.describe().get("dtype") if hasattr(evaluator, "describe") else None,
+        calibration_tokens=evaluator.describe().get("calibration_tokens") if hasattr(evaluator, "describe") else None,
     )
 
 
@@ -164,8 +190,10 @@ def selection_document(result: SearchResult, model: str, calibration: str) -> di
         "prior_seconds": result.prior_seconds,
         "seed": result.seed,
         "dtype": result.dtype,
+        "calibration_tokens": result.calibration_tokens,
         "hyperparameters": result.hyperparameters,
         "diagnostics": result.diagnostics,
+        **({"heldout": result.heldout} if result.heldout is not None else {}),
         "versions": package_versions(),
     }
 
