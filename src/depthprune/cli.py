@@ -13,7 +13,8 @@ import logging
 import sys
 from collections.abc import Iterator
 
-from depthprune import allocator
+from depthprune import allocator, parent_exit
+from depthprune.locking import LockHeld
 
 COMMANDS = (
     "depthprune.models.cli",  # prepare-model, export
@@ -66,6 +67,7 @@ def scoped_logging(verbose: bool = False, log_file: str | None = None) -> Iterat
 
 
 def main(argv: list[str] | None = None) -> int:
+    parent_exit.exit_with_parent()  # a job of a Snakemake killed with -9 must not run on (parent_exit.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     with scoped_logging(args.verbose, args.log_file):
@@ -77,8 +79,9 @@ def _run(args) -> int:
     try:
         allocator.keep_freed_memory()  # reuse freed memory, not page-fault large tensors anew (allocator.py)
         return int(args.func(args) or 0)
-    except (FileNotFoundError, ValueError, KeyError) as err:
-        # Bad input: one clear line naming the key or file (on stderr and in --log-file), exit 2.
+    except (FileNotFoundError, ValueError, KeyError, LockHeld) as err:
+        # Bad input (or a workdir another process holds): one clear line naming the key or file (on
+        # stderr and in --log-file), exit 2.
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         log.debug("error details", exc_info=True)
         log.error("depthprune %s: error: %s", args.command, message)

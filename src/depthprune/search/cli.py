@@ -108,7 +108,16 @@ def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthprune.search.runner import run_search, write_outputs  # pandas: only when a search runs
+    from depthprune.search.runner import workdir_lock
+
+    # First of all: a second process on this workdir (an orphaned job of a killed Snakemake still
+    # running, say) fails at once instead of sharing its BO study or deleting it (--recompute).
+    with workdir_lock(args.workdir):
+        return _run_locked(args)
+
+
+def _run_locked(args: argparse.Namespace) -> int:
+    from depthprune.search.runner import clear_workdir, run_search, write_outputs  # pandas: only when a search runs
 
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
@@ -118,9 +127,7 @@ def run(args: argparse.Namespace) -> int:
     check_prior(args.prior, prior, expected_prior_settings(args))
     samples = check_calibration_inputs(args)
     if args.recompute:
-        import shutil
-
-        shutil.rmtree(args.workdir, ignore_errors=True)  # the BO study: this search's own cache
+        clear_workdir(args.workdir)  # the BO study: this search's own cache
     loaded = load_model_from_args(args)
     evaluator = build_evaluator(args, loaded, samples=samples)
     validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
