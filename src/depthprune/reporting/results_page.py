@@ -1,0 +1,146 @@
+"""docs/results.md, written from the committed studies' rendered files, so the page cannot drift.
+
+For every study folder (the default `figures/`, `figures/two_families/`, `figures/calibration_size/`)
+the page shows its figures, the paper's numbers beside ours (tables/paper_comparison.csv), the
+verdict of every claim per cell (tables/observations.csv), and Tables 1-6 as `render` wrote them
+(tables/table<N>.md, rendered from the CSVs beside them). `depthprune results-page` writes it;
+tests/test_results_page.py regenerates it and compares it with the committed page.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+
+from depthprune.io import atomic_write_text
+
+# Study folder -> (title, the preset that makes it); folders not listed get their own name.
+STUDIES = {
+    "figures": ("Default study: SmolLM2-135M", "config.yaml"),
+    "figures/two_families": ("Two model families: SmolLM2-135M and Gemma 3 270M", "config/two_families.yaml"),
+    "figures/calibration_size": ("Calibration-size study", "config/calibration_size.yaml"),
+}
+DEFAULT_STUDIES = tuple(STUDIES)
+PAGE = Path("docs/results.md")
+VERDICTS = ("holds", "does not hold", "inconclusive")
+TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
+FIGURES = ("figure1", "figure2", "figure3", "calibration_size")
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def number(text: str) -> str:
+    """A CSV number at four significant digits ('' stays empty; integers stay integers)."""
+    if text == "":
+        return ""
+    value = float(text)
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def with_interval(row: dict[str, str]) -> str:
+    value = number(row["value"])
+    if row.get("ci_low", "") != "" and row.get("ci_high", "") != "":
+        value += f" [{number(row['ci_low'])}, {number(row['ci_high'])}]"
+    return value
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
+    root = repo / folder
+    tables = root / "tables"
+    title, preset = STUDIES.get(folder, (folder, None))
+    lines = [f"## {title}", ""]
+    if preset:
+        lines += [f"Preset `{preset}`; files under `{folder}/`.", ""]
+    figures = [root / f"{name}.png" for name in FIGURES if (root / f"{name}.png").is_file()]
+    if figures:
+        lines += ["### Figures", ""]
+        for figure in figures:
+            link = Path(os.path.relpath(figure, out_dir)).as_posix()
+            lines += [f"![{figure.stem}]({link})", ""]
+    comparison = tables / "paper_comparison.csv"
+    if comparison.is_file():
+        lines += [
+            "### The paper's numbers beside ours",
+            "",
+            f"From `{folder}/tables/paper_comparison.csv`; ours with its 95% bootstrap interval where one exists.",
+            "",
+        ]
+        rows = [
+            [r["claim"], r["scope"], r["statistic"], r["paper_value"], with_interval(r), r["verdict"]]
+            for r in read_rows(comparison)
+        ]
+        lines += markdown_table(["§", "scope", "statistic", "paper", "ours [95% CI]", "verdict"], rows) + [""]
+    observations = tables / "observations.csv"
+    if observations.is_file():
+        rows = [
+            [r["claim"], r["scope"], r["statistic"], with_interval(r), r["verdict"]]
+            for r in read_rows(observations)
+            if r["verdict"] in VERDICTS
+        ]
+        if rows:
+            lines += ["### Verdicts per cell", "", f"The judged rows of `{folder}/tables/observations.csv`.", ""]
+            lines += markdown_table(["§", "scope", "statistic", "ours [95% CI]", "verdict"], rows) + [""]
+    rendered = [tables / f"{name}.md" for name in (*TABLES, "calibration_size") if (tables / f"{name}.md").is_file()]
+    if rendered:
+        lines += [
+            "### Tables",
+            "",
+            f"As `render` wrote them (`{folder}/tables/<name>.md`, from the CSVs beside them).",
+            "",
+        ]
+        for table in rendered:
+            lines += [table.read_text(encoding="utf-8").strip(), ""]
+    return lines
+
+
+def results_page(repo: str | Path, studies=DEFAULT_STUDIES) -> str:
+    """The page's text for the study folders `studies` (relative to `repo`) that exist; its links
+    are relative to docs/, where the page is committed, wherever it is written."""
+    repo = Path(repo)
+    out_dir = repo / PAGE.parent
+    lines = [
+        "# Results",
+        "",
+        "<!-- Generated by `depthprune results-page` from the committed figures/**/tables/*; do not edit. -->",
+        "",
+        "Every committed study: its figures, the paper's numbers beside ours, the verdict of each claim,",
+        "and Tables 1–6. How the statistics and verdicts are computed: [method.md §7](method.md).",
+        "",
+    ]
+    present = [folder for folder in studies if (repo / folder / "tables").is_dir()]
+    lines += [f"- [{STUDIES.get(f, (f, None))[0]}](#{anchor(STUDIES.get(f, (f, None))[0])})" for f in present]
+    lines.append("")
+    for folder in present:
+        lines += study_section(repo, folder, out_dir)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def anchor(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces as hyphens."""
+    kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -")
+    return kept.replace(" ", "-")
+
+
+def write_results_page(repo: str | Path, out: str | Path | None = None, studies=DEFAULT_STUDIES) -> Path:
+    """Write the page to `out` (default: docs/results.md of `repo`)."""
+    repo = Path(repo)
+    path = Path(out) if out is not None else repo / PAGE
+    atomic_write_text(path, results_page(repo, studies))
+    return path
