@@ -173,6 +173,10 @@ def check_calibration_inputs(args, n_layers: int | None = None):
     check_sizes(args.seq_len)
     if args.token_budget < 1:
         raise ValueError(f"--token-budget must be positive (got {args.token_budget})")
+    if not args.no_cache:
+        from depthprune.engine.memo import check_memo_file
+
+        check_memo_file(args.memo)  # a corrupt memo: one line naming it, not a traceback after the load
     protected = parse_layers(args.protected)
     check_protected(protected, n_layers if n_layers is not None else model_layers_without_loading(args))
     return load_calibration_samples(

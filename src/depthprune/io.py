@@ -85,8 +85,12 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
                 raise
     finally:
         for leftover in (tmp, backup):
-            if leftover is not None and leftover.exists():
+            if leftover is None or not (leftover.exists() or leftover.is_symlink()):
+                continue
+            if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
+            else:  # the replaced path was a file (or a link): its backup is one too
+                leftover.unlink(missing_ok=True)
 
 
 def _apply_umask(folder: Path) -> None:

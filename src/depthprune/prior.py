@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 def compute_prior(evaluator) -> dict:
     """s_i for every layer (protected layers get null), L(∅) and the cost of computing them."""
+    check_some_layer_removable(evaluator.n_layers, evaluator.protected)
     started = time.perf_counter()
     before = evaluator.stats.as_dict()
     empty = evaluator.empty_record()
@@ -55,6 +56,14 @@ def compute_prior(evaluator) -> dict:
         "seed": evaluator.settings.get("seed"),
         "versions": package_versions(),
     }
+
+
+def check_some_layer_removable(n_layers: int, protected) -> None:
+    """A prior of a model whose every layer is protected would be an empty ranking: refuse it."""
+    if n_layers > 0 and set(range(n_layers)) <= {int(p) for p in protected}:
+        raise ValueError(
+            f"protected_layers (option --protected) protect all {n_layers} layers: no layer is left to score or remove"
+        )
 
 
 def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:

@@ -11,9 +11,14 @@ log = logging.getLogger(__name__)
 
 
 def run(args) -> int:
-    from depthprune.cli_common import build_evaluator, check_calibration_inputs
+    from depthprune.cli_common import build_evaluator, check_calibration_inputs, model_layers_without_loading
+    from depthprune.io import parse_layers
+    from depthprune.prior import check_some_layer_removable
 
     samples = check_calibration_inputs(args)  # bad data or options fail here, before the model load
+    n_layers = model_layers_without_loading(args)
+    if n_layers is not None:  # else after the load (compute_prior), with what --protect adds
+        check_some_layer_removable(n_layers, parse_layers(args.protected))
     evaluator = build_evaluator(args, samples=samples)
     prior = compute_prior(evaluator)
     atomic_write_json(args.out, prior)

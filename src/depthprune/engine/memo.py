@@ -24,6 +24,7 @@ Two journal modes (``journal``):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -41,8 +42,9 @@ _RETRIES = 30
 
 # Recorded in describe() for people and for search's prior check, but no part of the memo key: a
 # loss depends on the model's content (model_fingerprint), not on its spec or path, and protecting a
-# layer changes which sets are allowed, not their losses.
-_NOT_IN_KEY = ("model", "model_path", "protected")
+# layer changes which sets are allowed, not their losses. calibration_tokens follows from the data
+# (data_hash): recorded for people, kept out so that memos written before it was recorded stay warm.
+_NOT_IN_KEY = ("model", "model_path", "protected", "calibration_tokens")
 
 
 def memo_key(description: dict) -> str:
@@ -112,6 +114,25 @@ class NullMemo:
         pass
 
 
+def check_memo_file(path: str | Path | None) -> None:
+    """Raise ValueError naming ``path`` if it exists and is not a readable SQLite memo: checked before
+    the model loads (``cli_common.check_calibration_inputs``). A missing file is fine (created)."""
+    if path is None or not Path(path).exists():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=60)) as db:
+            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as err:
+        if "locked" in str(err) or "busy" in str(err):
+            return  # a job writing it right now: SqliteMemo waits and retries
+        raise ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo") from err
+    if verdict != "ok":
+        raise ValueError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
+    if tables and "losses" not in tables:
+        raise ValueError(f"{path}: an SQLite file without the memo's tables (option --memo names another file?)")
+
+
 class SqliteMemo:
     """Persistent memo of subset losses in one SQLite file (module doc)."""
 
@@ -120,6 +141,14 @@ class SqliteMemo:
             raise ValueError(
                 f"memo journal mode {journal!r} (option memo_journal): expected one of {', '.join(JOURNAL_MODES)}"
             )
+        try:
+            self._open(path, config_key, description, journal)
+        except sqlite3.DatabaseError as err:  # "file is not a database", "database disk image is malformed"
+            if "locked" in str(err) or "busy" in str(err):
+                raise
+            raise ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo") from err
+
+    def _open(self, path: str | Path, config_key: str, description: dict, journal: str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.config_key = config_key

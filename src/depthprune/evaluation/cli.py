@@ -189,6 +189,24 @@ def outputs_per_set(args, n_sets: int) -> list[tuple]:
     return list(zip(*columns))
 
 
+def check_benchmark_rows(settings) -> None:
+    """Every line of the mirror's lm-eval JSONL files is a JSON object: checked just before the model
+    loads (only when something is to be computed), so a corrupt line is named by file and 1-based line
+    (ValueError) instead of lm-eval's loader failing inside the first task with "could not be loaded"."""
+    if settings.data_dir is None:
+        return
+    from depthprune.calibration.data import read_jsonl_numbered
+    from depthprune.evaluation.benchmarks import LM_EVAL_TASKS
+    from depthprune.evaluation.harness import check_offline_data, offline_data_files
+
+    tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
+    check_offline_data(tasks, settings.data_dir)
+    for task in tasks:
+        for path in offline_data_files(task, settings.data_dir).values():
+            for _ in read_jsonl_numbered(path):
+                pass
+
+
 def pass_record(name: str, evaluations, seconds: float) -> dict:
     """What one evaluation pass did (``--out-pass``): its sets, which were computed, the blocks run."""
     distinct = {e.cache_key: e for e in evaluations}.values()  # a set chosen twice is evaluated once
@@ -222,7 +240,7 @@ def main(args) -> int:
         # --dense: the dense model rides along, for the cache and the --out-pass record (no files)
         removed_sets=[removed for removed, _ in sets] + ([()] if args.dense else []),
         settings=settings,
-        load=lambda: load_model_from_args(args),
+        load=lambda: (check_benchmark_rows(settings), load_model_from_args(args))[1],
         cache=cache,
         read_cache=not args.recompute,
     )
