@@ -7,7 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from depthprune.reporting.results_page import DEFAULT_STUDIES, number, results_page
+from depthprune.reporting.results_page import (
+    DEFAULT_STUDIES,
+    HEADLINE_BEGIN,
+    HEADLINE_END,
+    headline_table,
+    number,
+    readme_with_headline,
+    results_page,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,3 +60,12 @@ def test_number_format():
         "11.97",
         "1e-09",
     ]
+
+
+def test_readme_headline_table_is_the_generated_one():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert HEADLINE_BEGIN in readme and HEADLINE_END in readme
+    assert readme_with_headline(readme, headline_table(REPO)) == readme, (
+        "README.md's headline table is stale: regenerate it with `depthprune results-page`"
+    )
+    assert "| claim | scope | statistic | paper | ours [95% CI] | verdict |" in readme

@@ -4,7 +4,9 @@ For every study folder (the default `figures/`, `figures/two_families/`, `figure
 the page shows its figures, the paper's numbers beside ours (tables/paper_comparison.csv), the
 verdict of every claim per cell (tables/observations.csv), and Tables 1-6 as `render` wrote them
 (tables/table<N>.md, rendered from the CSVs beside them). `depthprune results-page` writes it;
-tests/test_results_page.py regenerates it and compares it with the committed page.
+tests/test_results_page.py regenerates it and compares it with the committed page. It also writes
+the README's short table of headline findings (between `<!-- headline:begin -->` and
+`<!-- headline:end -->`), from the default study's paper_comparison.csv.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ STUDIES = {
 }
 DEFAULT_STUDIES = tuple(STUDIES)
 PAGE = Path("docs/results.md")
+HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 VERDICTS = ("holds", "does not hold", "inconclusive")
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 FIGURES = ("figure1", "figure2", "figure3", "calibration_size")
@@ -138,9 +141,31 @@ def anchor(title: str) -> str:
     return kept.replace(" ", "-")
 
 
+def headline_table(repo: str | Path, folder: str = "figures") -> str:
+    """The README's table of headline findings: the judged claims of the default study's
+    paper_comparison.csv, ours with its interval beside the paper's value."""
+    rows = [
+        [f"§{r['claim']}", r["scope"], r["statistic"], r["paper_value"], with_interval(r), r["verdict"]]
+        for r in read_rows(Path(repo) / folder / "tables" / "paper_comparison.csv")
+        if r["verdict"] in VERDICTS
+    ]
+    return "\n".join(markdown_table(["claim", "scope", "statistic", "paper", "ours [95% CI]", "verdict"], rows))
+
+
+def readme_with_headline(readme: str, table: str) -> str:
+    """`readme` with the text between its headline markers replaced by `table`."""
+    start, end = readme.index(HEADLINE_BEGIN) + len(HEADLINE_BEGIN), readme.index(HEADLINE_END)
+    return readme[:start] + "\n" + table + "\n" + readme[end:]
+
+
 def write_results_page(repo: str | Path, out: str | Path | None = None, studies=DEFAULT_STUDIES) -> Path:
-    """Write the page to `out` (default: docs/results.md of `repo`)."""
+    """Write the page to `out` (default: docs/results.md of `repo`); with the default `out`, also
+    the headline table between the markers of `repo`'s README.md."""
     repo = Path(repo)
     path = Path(out) if out is not None else repo / PAGE
     atomic_write_text(path, results_page(repo, studies))
+    readme = repo / "README.md"
+    if out is None and readme.is_file() and HEADLINE_BEGIN in readme.read_text(encoding="utf-8"):
+        text = readme.read_text(encoding="utf-8")
+        atomic_write_text(readme, readme_with_headline(text, headline_table(repo)))
     return path
