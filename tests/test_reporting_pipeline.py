@@ -420,7 +420,21 @@ def test_jaccard_within_and_across(rendered):
 
 def test_observations(rendered):
     obs = read_table(rendered, "observations")
-    assert list(obs.columns) == ["claim", "scope", "statistic", "value", "ci_low", "ci_high", "paper_value", "verdict"]
+    assert list(obs.columns) == [
+        "claim",
+        "scope",
+        "statistic",
+        "value",
+        "ci_low",
+        "ci_high",
+        "ci_low_mc_se",
+        "ci_high_mc_se",
+        "null_value",
+        "p_value",
+        "paper_value",
+        "verdict",
+        "note",
+    ]
     verdicts = obs.set_index(["claim", "scope", "statistic"])["verdict"]
     # §5.1 holds for alpha (disjoint sets across calibrations) but not for beta (identical across).
     assert verdicts[(5.1, "alpha M=2", "mean Jaccard within − across calibrations")] == "holds"
@@ -431,10 +445,14 @@ def test_observations(rendered):
     assert set(ratios["verdict"]) == {"holds"}
     assert ratios["paper_value"].str.contains("0.77").any()
     # §5.3: ρ = −1 under ppl_c4 is alignment: the sign matches the paper but it is not weak.
-    alpha3 = obs[(obs["claim"] == 5.3) & (obs["scope"] == "alpha M=3 ppl_c4")].set_index("statistic")
-    assert alpha3["value"].tolist() == [-1.0, -1.0]
-    assert [v for s, v in alpha3["verdict"].items() if "sign" in s] == ["holds"]
-    assert [v for s, v in alpha3["verdict"].items() if "weak" in s] == ["does not hold"]
+    beta = obs[(obs["claim"] == 5.3) & (obs["scope"] == "beta M=2 ppl_c4")].set_index("statistic")
+    assert beta["value"].tolist() == [-1.0, -1.0]
+    assert [v for s, v in beta["verdict"].items() if "sign" in s] == ["holds"]
+    assert [v for s, v in beta["verdict"].items() if "weak" in s] == ["does not hold"]
+    # alpha M=3 ppl_c4: ρ = −1 too, but every algorithm removed the same set: 1 distinct set < 5.
+    alpha3 = obs[(obs["claim"] == 5.3) & (obs["scope"] == "alpha M=3 ppl_c4")]
+    assert alpha3["value"].tolist() == [-1.0, -1.0] and set(alpha3["verdict"]) == {"inconclusive"}
+    assert alpha3["note"].str.contains("1 distinct sets").all()
     assert not obs["scope"].str.contains("ppl_cs170k").any()  # the cross-control is never a paper claim
     text = summarise_observations(rendered / "aggregate")
     md = (rendered / "figures" / "tables" / "observations.md").read_text()

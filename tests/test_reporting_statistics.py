@@ -249,7 +249,8 @@ def test_observations_with_intervals_on_synthetic_documents():
     rho = obs.rows[obs.rows["statistic"].str.startswith("ρ")]
     assert rho["ci_low"].notna().all()
     assert set(rho["verdict"]) <= {HOLDS, FAILS, UNSURE}
-    assert obs.verdicts["5.1"] == HOLDS
+    # Within > across, but three algorithms allow only 2^3 label swaps: p >= 1/4 cannot reject.
+    assert obs.verdicts["5.1"] == UNSURE
 
 
 def test_lambada_perplexity_is_resampled_from_per_document_logliks():

@@ -79,13 +79,40 @@ def sort_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[order].reset_index(drop=True)
 
 
+def depth_of(group: pd.DataFrame) -> int:
+    """Candidate layers N of a cell's searches: the model's decoder blocks (``n_layers``); the sets'
+    largest index + 1 when the aggregate lacks it. Protected layers are not recorded in the aggregate
+    (none by default), so the nulls take every block as a candidate."""
+    if "n_layers" in group.columns and group["n_layers"].notna().any():
+        return int(group["n_layers"].dropna().iloc[0])
+    return int(max((max(s) for s in group["layers"] if s), default=-1) + 1)
+
+
 def agreement_table(selections: pd.DataFrame) -> pd.DataFrame:
-    """Table 5 data: one row per (model, M, calibration) with the agreement statistics."""
+    """Table 5 data: one row per (model, M, calibration) with the agreement statistics, the expected
+    mean Jaccard of as many random sets of the same size and depth, and the permutation p-value of
+    the observed mean against it (``reporting/nulls.py``)."""
+    from depthprune.reporting.nulls import agreement_null
+
     rows = []
     pruned = _pruned(selections)
     for (model, budget, calibration), group in pruned.groupby(["model", "budget", "calibration"], sort=False):
         stats_row = agreement_stats(group["layers"].tolist())
-        rows.append({"model": model, "budget": budget, "calibration": calibration, **stats_row})
+        depth = depth_of(group)
+        size = int(group["layers"].map(len).iloc[0])
+        expected, p_value = agreement_null(depth, size, stats_row["n_sets"], stats_row["mean_jaccard"])
+        rows.append(
+            {
+                "model": model,
+                "budget": budget,
+                "calibration": calibration,
+                **stats_row,
+                "n_layers": depth,
+                "set_size": size,
+                "random_mean_jaccard": expected,
+                "p_value": p_value,
+            }
+        )
     columns = [
         "model",
         "budget",
@@ -96,6 +123,10 @@ def agreement_table(selections: pd.DataFrame) -> pd.DataFrame:
         "min_jaccard",
         "max_jaccard",
         "full_overlap",
+        "n_layers",
+        "set_size",
+        "random_mean_jaccard",
+        "p_value",
     ]
     return pd.DataFrame(rows, columns=columns)
 
@@ -164,16 +195,20 @@ def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     left out (``n`` says how many were used); with fewer than three points, or a constant column, ρ
     is NaN. With bootstrap replicates (``reps``), ``rho_ci_low``/``rho_ci_high`` is the 95 % interval.
     """
-    from depthprune.reporting.bootstrap import interval, spearman_rows
+    from depthprune.reporting.bootstrap import interval_mc, spearman_rows
 
     rows = []
     pruned = sort_frame(summary[summary["algorithm"] != DENSE_ALGORITHM])
     for (model, budget, calibration), group in pruned.groupby(["model", "budget", "calibration"], sort=False):
         valid = group.dropna(subset=["avg_perplexity", "avg_accuracy"])
         rho, p_value, note = _spearman(valid["avg_perplexity"].to_numpy(), valid["avg_accuracy"].to_numpy())
-        lo = hi = float("nan")
+        lo = hi = se_lo = se_hi = float("nan")
         if reps is not None and len(valid) >= 3:
-            lo, hi = interval(spearman_rows(reps.aligned(valid, "avg_perplexity"), reps.aligned(valid, "avg_accuracy")))
+            lo, hi, se_lo, se_hi = interval_mc(
+                spearman_rows(reps.aligned(valid, "avg_perplexity"), reps.aligned(valid, "avg_accuracy"))
+            )
+        # Algorithms that remove the same layers are one model: ρ rests on the distinct sets only.
+        distinct = int(valid["removed"].nunique()) if "removed" in valid.columns else len(valid)
         rows.append(
             {
                 "model": model,
@@ -182,9 +217,12 @@ def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
                 "calibration_kind": calibration_kind(calibration),
                 "n": len(valid),
                 "n_algorithms": len(group),
+                "n_distinct_sets": distinct,
                 "rho": rho,
                 "rho_ci_low": lo,
                 "rho_ci_high": hi,
+                "rho_ci_low_mc_se": se_lo,
+                "rho_ci_high_mc_se": se_hi,
                 "p_value": p_value,
                 "note": note,
             }
@@ -196,9 +234,12 @@ def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "calibration_kind",
         "n",
         "n_algorithms",
+        "n_distinct_sets",
         "rho",
         "rho_ci_low",
         "rho_ci_high",
+        "rho_ci_low_mc_se",
+        "rho_ci_high_mc_se",
         "p_value",
         "note",
     ]
@@ -289,12 +330,15 @@ def range_statistic(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "ratio",
         "ratio_ci_low",
         "ratio_ci_high",
+        "ratio_ci_low_mc_se",
+        "ratio_ci_high_mc_se",
+        "mdd",
     ]
     return pd.DataFrame(rows, columns=columns)
 
 
 def _range_row(model, budget, response, n_algorithms, obs, rep) -> dict:
-    from depthprune.reporting.bootstrap import interval
+    from depthprune.reporting.bootstrap import interval, interval_mc, mdd, standard_error
 
     nan2 = (float("nan"), float("nan"))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -302,7 +346,9 @@ def _range_row(model, budget, response, n_algorithms, obs, rep) -> dict:
         rep_ratio = rep[0] / rep[1] if rep is not None else None
     cal_ci = interval(rep[0]) if rep is not None else nan2
     alg_ci = interval(rep[1]) if rep is not None else nan2
-    ratio_ci = interval(rep_ratio) if rep is not None else nan2
+    ratio_ci = interval_mc(rep_ratio) if rep is not None else nan2 * 2
+    # mdd of the difference calibration shift − algorithm shift, from its paired bootstrap SE.
+    shift_mdd = mdd(standard_error(rep[0] - rep[1])) if rep is not None else float("nan")
     return {
         "model": model,
         "budget": budget,
@@ -317,6 +363,9 @@ def _range_row(model, budget, response, n_algorithms, obs, rep) -> dict:
         "ratio": float(ratio[0]),
         "ratio_ci_low": ratio_ci[0],
         "ratio_ci_high": ratio_ci[1],
+        "ratio_ci_low_mc_se": ratio_ci[2],
+        "ratio_ci_high_mc_se": ratio_ci[3],
+        "mdd": shift_mdd,
     }
 
 
@@ -326,7 +375,7 @@ def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     interaction (df (A−1)(C−1), with one run per cell also the residual), mean squares SS/df, and
     bootstrap intervals of the shares when ``reps`` is given.
     """
-    from depthprune.reporting.bootstrap import interval, two_way
+    from depthprune.reporting.bootstrap import interval, interval_mc, two_way
 
     rows = []
     pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
@@ -350,6 +399,17 @@ def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
                 for name in ("share_calibration", "share_algorithm", "share_interaction"):
                     lo, hi = interval(rep[name]) if rep is not None else (float("nan"), float("nan"))
                     row[f"{name}_ci_low"], row[f"{name}_ci_high"] = lo, hi
+                # Per degree of freedom, on the scale of a shift: √(MS_calibration / MS_algorithm).
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    row["ms_ratio_sqrt"] = float(np.sqrt(obs["ms_calibration"] / obs["ms_algorithm"])[0])
+                    rep_ratio = np.sqrt(rep["ms_calibration"] / rep["ms_algorithm"]) if rep is not None else None
+                ends = interval_mc(rep_ratio) if rep_ratio is not None else (float("nan"),) * 4
+                (
+                    row["ms_ratio_sqrt_ci_low"],
+                    row["ms_ratio_sqrt_ci_high"],
+                    row["ms_ratio_sqrt_ci_low_mc_se"],
+                    row["ms_ratio_sqrt_ci_high_mc_se"],
+                ) = ends
             rows.append(row)
     columns = [
         "model",
@@ -374,16 +434,68 @@ def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "ms_calibration",
         "ms_algorithm",
         "ms_interaction",
+        "ms_ratio_sqrt",
+        "ms_ratio_sqrt_ci_low",
+        "ms_ratio_sqrt_ci_high",
+        "ms_ratio_sqrt_ci_low_mc_se",
+        "ms_ratio_sqrt_ci_high_mc_se",
     ]
     return pd.DataFrame(rows, columns=columns)
 
 
+def failed_searches(frame: pd.DataFrame) -> pd.Series:
+    """True for a search whose final calibration loss is worse (higher) than one-shot's on the same
+    objective (same model, calibration, M and seed): it did not solve the problem it was given, so
+    its set says nothing about where that objective leads (docs/method.md §7, "Failed searches")."""
+    keys = [k for k in ("model", "calibration", "budget", "seed") if k in frame.columns]
+    if "loss" not in frame.columns or frame.empty:
+        return pd.Series(False, index=frame.index)
+    one_shot = frame[frame["algorithm"] == "one_shot"].drop_duplicates(keys).set_index(keys)["loss"]
+    base = pd.Series([one_shot.get(tuple(k), np.nan) for k in frame[keys].itertuples(index=False)], index=frame.index)
+    searched = ~frame["algorithm"].isin(["one_shot", DENSE_ALGORITHM])
+    return (searched & (frame["loss"].astype(float) > base)).astype(bool)
+
+
+def heldout_gap(frame: pd.DataFrame) -> pd.DataFrame:
+    """The calibration-vs-held-out columns of Table 4, for rows with a held-out loss (search
+    --heldout-samples): ``heldout_gap`` = held-out loss − calibration loss, and ``overfits``: the
+    search lowered the calibration loss below one-shot's (same model, calibration, M and seed) while
+    its held-out loss rose above one-shot's, i.e. it bought calibration loss that does not carry
+    over to other items of the same distribution."""
+    out = frame.copy()
+    out["heldout_gap"] = out["heldout_loss"].astype(float) - out["loss"].astype(float)
+    keys = [k for k in ("model", "calibration", "budget", "seed") if k in out.columns]
+    one_shot = out[out["algorithm"] == "one_shot"].drop_duplicates(keys).set_index(keys)[["loss", "heldout_loss"]]
+    rows = [tuple(k) for k in out[keys].itertuples(index=False)]
+    base_loss = pd.Series([one_shot["loss"].get(k, np.nan) for k in rows], index=out.index, dtype=float)
+    base_heldout = pd.Series([one_shot["heldout_loss"].get(k, np.nan) for k in rows], index=out.index, dtype=float)
+    searched = ~out["algorithm"].isin(["one_shot", DENSE_ALGORITHM])
+    out["overfits"] = (
+        searched & (out["loss"].astype(float) < base_loss) & (out["heldout_loss"].astype(float) > base_heldout)
+    ).astype(bool)
+    return out
+
+
+def without_failed_searches(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The summary with the failed searches' averages blanked (so §5.2's grids drop the algorithm in
+    that cell) and their labels, "algorithm (calibration, M=m)"."""
+    failed = failed_searches(summary)
+    out = summary.copy()
+    out.loc[failed, ["avg_accuracy", "avg_perplexity"]] = np.nan
+    labels = [
+        f"{r.algorithm} ({r.calibration}, {r.model} M={r.budget})" for r in summary[failed].itertuples(index=False)
+    ]
+    return out, labels
+
+
 def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     """The summary plus 95 % intervals of the averages and each algorithm's difference to one-shot
-    (same model, calibration and M; paired: the same resampled documents for both)."""
-    from depthprune.reporting.bootstrap import interval
+    (same model, calibration and M; paired: the same resampled documents for both), that
+    difference's ``mdd`` (80 % power, from its paired bootstrap SE) and ``failed_search``."""
+    from depthprune.reporting.bootstrap import interval, mdd, standard_error
 
     out = summary.copy()
+    out["failed_search"] = failed_searches(out)
     base = out[out["algorithm"] == "one_shot"].set_index(["model", "calibration", "budget"])["avg_accuracy"]
     keys = list(zip(out["model"], out["calibration"], out["budget"]))
     out["diff_one_shot"] = [
@@ -398,6 +510,7 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "avg_ppl_ci_high",
         "diff_one_shot_ci_low",
         "diff_one_shot_ci_high",
+        "mdd",
     ]
     for name in names:
         out[name] = np.nan
@@ -418,6 +531,7 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
             lo, hi = interval(acc[:, j] - acc_base[:, j])
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_low")] = lo
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_high")] = hi
+            out.iloc[j, out.columns.get_loc("mdd")] = mdd(standard_error(acc[:, j] - acc_base[:, j]))
     return out
 
 
@@ -455,9 +569,11 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     TLM-pruned and its perplexity-pruned model, their difference (TLM minus perplexity) and the
     TLM-pruned model's margin over chance (``chance_accuracy``), each with its 95 % paired-bootstrap
     interval (the same resampled documents for both models). One more row per (model, M) averages
-    the algorithms. ``tlm_vs_ppl`` and ``tlm_vs_chance`` say which side of zero the interval lies on.
+    the algorithms. ``tlm_vs_ppl`` and ``tlm_vs_chance`` say which side of zero the interval lies on;
+    ``diff_se`` is the difference's paired bootstrap SE and ``mdd`` the difference it detects with 80 %
+    power (``bootstrap.mdd``).
     """
-    from depthprune.reporting.bootstrap import interval
+    from depthprune.reporting.bootstrap import interval, mdd, standard_error
 
     columns = [
         "model",
@@ -468,6 +584,8 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "diff_tlm_minus_ppl",
         "diff_ci_low",
         "diff_ci_high",
+        "diff_se",
+        "mdd",
         "tlm_vs_ppl",
         "chance",
         "tlm_minus_chance",
@@ -509,6 +627,8 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
                     "diff_tlm_minus_ppl": a_tlm - a_ppl,
                     "diff_ci_low": d_lo,
                     "diff_ci_high": d_hi,
+                    "diff_se": standard_error(r_tlm - r_ppl),
+                    "mdd": mdd(standard_error(r_tlm - r_ppl)),
                     "tlm_vs_ppl": _side(d_lo, d_hi, "higher", "lower", "level"),
                     "chance": chance,
                     "tlm_minus_chance": a_tlm - chance,

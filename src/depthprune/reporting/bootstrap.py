@@ -28,9 +28,19 @@ from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RESAMPLES = 1000
+# 10,000 resamples: the Monte-Carlo standard error of a 2.5 % percentile end is then about
+# sqrt(0.025 · 0.975 / 10,000) = 0.16 % in quantile level (docs/method.md §7, "Monte-Carlo error").
+DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 CONFIDENCE = 0.95
+# An interval end closer to a decision boundary than MC_GUARD Monte-Carlo standard errors (or equal to
+# it up to BOUNDARY_TOLERANCE, relative: a discrete statistic whose replicates pile on the boundary)
+# is not resolved by the bootstrap: the verdict that depends on it is inconclusive.
+MC_GUARD = 2.0
+BOUNDARY_TOLERANCE = 1e-6
+# z_{0.975} + z_{0.80}: a paired difference of (this × its standard error) is detected by a two-sided
+# 5 % test with 80 % power (normal approximation).
+MDD_FACTOR = 1.959963984540054 + 0.8416212335729143
 
 
 @dataclass
@@ -42,6 +52,7 @@ class Replicates:
     avg_perplexity: np.ndarray
     n_resamples: int
     seed: int
+    units: dict[str, int] | None = None  # benchmark -> resampled documents / windows
 
     def column(self, row: pd.Series | dict) -> int | None:
         match = np.flatnonzero(np.logical_and.reduce([self.keys[k].to_numpy() == row[k] for k in KEY]))
@@ -78,6 +89,7 @@ def document_replicates(
     keys = head[KEY].drop_duplicates().sort_values(KEY, kind="stable").reset_index(drop=True)
     run_index = {tuple(r): i for i, r in enumerate(keys.itertuples(index=False))}
     per_benchmark: dict[str, np.ndarray] = {}
+    units = head.groupby("benchmark")["unit"].nunique().astype(int).to_dict()
     for benchmark, group in head.groupby("benchmark", sort=True):
         runs = [run_index[tuple(r)] for r in group[KEY].itertuples(index=False)]
         group = group.assign(_run=runs)
@@ -104,7 +116,7 @@ def document_replicates(
         per_benchmark[benchmark] = full
     acc = _average(per_benchmark, list(ZERO_SHOT_BENCHMARKS), len(keys), n_resamples)
     ppl = _average(per_benchmark, list(PERPLEXITY_BENCHMARKS), len(keys), n_resamples)
-    return Replicates(keys=keys, avg_accuracy=acc, avg_perplexity=ppl, n_resamples=n_resamples, seed=seed)
+    return Replicates(keys=keys, avg_accuracy=acc, avg_perplexity=ppl, n_resamples=n_resamples, seed=seed, units=units)
 
 
 def _average(per_benchmark: dict, benchmarks: list[str], n_runs: int, n_resamples: int) -> np.ndarray:
@@ -124,6 +136,45 @@ def interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float,
     tail = 100 * (1 - confidence) / 2
     lo, hi = np.percentile(finite, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def interval_mc(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+    """Percentile interval (lo, hi) and the Monte-Carlo standard error of each end (se_lo, se_hi).
+
+    With B finite replicates the count below the true q-quantile is Binomial(B, q), of standard
+    deviation s = sqrt(B q (1 − q)); the order statistics s ranks either side of the estimate span
+    about ±1 standard error of it, so se = (percentile(q + s/B) − percentile(q − s/B)) / 2.
+    """
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return (float("nan"),) * 4
+    tail = (1 - confidence) / 2
+    step = np.sqrt(tail * (1 - tail) / finite.size)
+    levels = np.clip([tail, 1 - tail, tail - step, tail + step, 1 - tail - step, 1 - tail + step], 0, 1)
+    lo, hi, lo_m, lo_p, hi_m, hi_p = np.percentile(finite, 100 * levels)
+    return float(lo), float(hi), float((lo_p - lo_m) / 2), float((hi_p - hi_m) / 2)
+
+
+def resolved(end: float, se: float, boundary: float) -> bool:
+    """Whether an interval end lies clearly on one side of ``boundary``: farther from it than
+    MC_GUARD Monte-Carlo standard errors and than BOUNDARY_TOLERANCE (relative)."""
+    if not np.isfinite(se):
+        se = 0.0
+    margin = max(MC_GUARD * se, BOUNDARY_TOLERANCE * max(1.0, abs(boundary)))
+    return abs(end - boundary) > margin
+
+
+def standard_error(values: np.ndarray) -> float:
+    """Bootstrap standard error: standard deviation of the finite replicates (NaN below two)."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.std(ddof=1)) if finite.size >= 2 else float("nan")
+
+
+def mdd(se: float) -> float:
+    """Minimal detectable difference at 80 % power, two-sided α = 0.05: (z_0.975 + z_0.8) · SE."""
+    return MDD_FACTOR * se
 
 
 # --------------------------------------------------------------------------- statistics on replicates

@@ -7,6 +7,9 @@ size, M and algorithm, across seeds:
 
 - ``jaccard_mean``: mean pairwise Jaccard of the removed sets of the seeds (1 = every seed removes the
   same blocks; the calibration sample, not the search, decides the set when it is low);
+- ``jaccard_random`` / ``jaccard_p_value``: the same statistic's expectation for as many uniform
+  random sets of the same size and depth (exact), and the simulated permutation p-value of
+  ``jaccard_mean`` against it (reporting/nulls.py);
 - ``loss_mean`` / ``loss_std``: the calibration loss of the found set (docs/method.md §2; comparable
   across seeds of one size, not across objectives);
 - ``avg_accuracy_mean`` / ``_std`` (six zero-shot tasks) and ``avg_perplexity_geomean`` (WikiText-2,
@@ -38,6 +41,7 @@ from depthprune.calibration.variants import parse_label
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import calibration_kind
 from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates, interval
+from depthprune.reporting.nulls import agreement_null
 from depthprune.reporting.style import (
     algorithm_marker,
     algorithm_name,
@@ -106,6 +110,14 @@ def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE
         loss = pd.to_numeric(group.get("loss"), errors="coerce")
         log_ppl = np.log(ppl[ppl > 0])
         first = group.iloc[0]
+        jaccard_mean = mean_pairwise_jaccard(sets)
+        depth = (
+            int(group["n_layers"].dropna().iloc[0]) if "n_layers" in group and group["n_layers"].notna().any() else None
+        )
+        size = len(sets[0]) if sets else 0
+        expected, p_value = (
+            agreement_null(depth, size, len(sets), jaccard_mean) if depth is not None else (math.nan, math.nan)
+        )
         rows.append(
             dict(
                 zip(GROUP, key),
@@ -113,7 +125,9 @@ def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE
                 seq_len=first["seq_len"],
                 n_seeds=int(group["run_seed"].nunique(dropna=False)),
                 distinct_sets=len({frozenset(s) for s in sets}),
-                jaccard_mean=mean_pairwise_jaccard(sets),
+                jaccard_mean=jaccard_mean,
+                jaccard_random=expected,
+                jaccard_p_value=p_value,
                 loss_mean=loss.mean(),
                 loss_std=loss.std(ddof=1) if loss.notna().sum() > 1 else math.nan,
                 calibration_accuracy_mean=pd.to_numeric(group.get("calibration_accuracy"), errors="coerce").mean(),
@@ -209,6 +223,8 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         Column("size", "Size"),
         Column("n_seeds", "Seeds", numeric=True),
         Column("jaccard_mean", "Jaccard (seeds)", fmt_fraction, best="max", numeric=True),
+        Column("jaccard_random", "Random sets", fmt_fraction, numeric=True),
+        Column("jaccard_p_value", "p", lambda v: "" if pd.isna(v) else f"{float(v):.3g}", numeric=True),
         Column("stable", "Stable", lambda v: "yes" if bool(v) else "no"),
         Column("distinct_sets", "Distinct sets", numeric=True),
         Column("loss_mean", "Calib. loss", lambda v: f"{v:.4g}", numeric=True),
@@ -224,7 +240,8 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         caption=(
             "Calibration-size study: per calibration size, the stability of the pruned set across seeds "
             "(mean pairwise Jaccard of the removed sets; 1 = identical; stable: at least "
-            f"{STABLE_JACCARD:g}), the calibration loss, and the "
+            f"{STABLE_JACCARD:g}) beside the value for random sets of the same size and depth and its "
+            "permutation p-value, the calibration loss, and the "
             "pruned models' average zero-shot accuracy (mean over seeds, its 95% paired-bootstrap interval over "
             "evaluation documents, and the range over seeds) and average perplexity (geometric mean over "
             "seeds, with its bootstrap interval). TLM sizes are items; perplexity sizes documents x tokens."

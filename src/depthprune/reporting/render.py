@@ -3,7 +3,8 @@
 Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<model>].{csv,md,tex}``;
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
 ``variance_decomposition.csv``, ``range_statistic.csv``, ``calibration_contrast.csv``: TLM- against
-perplexity-pruned models and chance), ``tables/observations.{md,csv}`` and
+perplexity-pruned models and chance, ``evaluation_size.csv``: the power rule of ``reporting/power.py``),
+``tables/observations.{md,csv}`` and
 ``tables/paper_comparison.{md,csv}``. Intervals come from the paired document bootstrap over
 ``results/aggregate/samples.parquet`` (``reporting/bootstrap.py``).
 """
@@ -40,6 +41,7 @@ from depthprune.reporting.observations import (
     paper_comparison,
     paper_comparison_markdown,
 )
+from depthprune.reporting.power import evaluation_size, evaluation_size_markdown
 from depthprune.reporting.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
 from depthprune.reporting.style import CONTROL_ALGORITHMS
 from depthprune.reporting.tables import TABLE_NAMES, build_tables, write_tables
@@ -100,6 +102,16 @@ def seeds_markdown(primary: int, verdicts, stability) -> str:
     return "\n".join(lines) + "\n"
 
 
+def evaluation_limit(reps) -> int | None:
+    """Documents per zero-shot task in the per-document results (the study's ``evaluation.limit``)."""
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+
+    if reps is None or not reps.units:
+        return None
+    counts = [reps.units[b] for b in ZERO_SHOT_BENCHMARKS if b in reps.units]
+    return int(min(counts)) if counts else None
+
+
 def paper_only(frame):
     """Rows of the paper's seven algorithms (and the dense model), without the controls."""
     return frame[~frame["algorithm"].isin(CONTROL_ALGORITHMS)]
@@ -145,6 +157,7 @@ def render(
     table_names = wanted & set(TABLE_NAMES)
     if table_names:
         written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
+    contrast = calibration_contrast(base, reps) if wanted & {"analyses", "observations"} else None
     if "analyses" in wanted:
         pairs = pairwise_jaccard(selections)
         analyses = {
@@ -154,7 +167,8 @@ def render(
             "variance_decomposition": variance_decomposition(base, reps),
             "range_statistic": range_statistic(base, reps),
             "controls": control_comparison(all_selections),
-            "calibration_contrast": calibration_contrast(base, reps),
+            "calibration_contrast": contrast,
+            "evaluation_size": evaluation_size(contrast, evaluation_limit(reps)),
         }
         if len(seeds) > 1:
             analyses["seeds_spread"] = seed_spread(agg.summary)
@@ -164,13 +178,15 @@ def render(
             atomic_write_report_csv(path, frame)
             written.append(path)
     if "observations" in wanted:
-        observations = evaluate_observations(selections, base, reps, comparable_band, strong_rho)
+        seed_selections = [paper_only(for_seed(agg.selections, seed)) for seed in seeds] if len(seeds) > 1 else []
+        observations = evaluate_observations(selections, base, reps, comparable_band, strong_rho, seed_selections)
         text = observations_markdown(observations)
         text += (
             "\n## Random-initialisation controls (the paper's limitation 2)\n\n"
             + prior_artifact_answer(all_selections)
             + "\n"
         )
+        text += evaluation_size_markdown(evaluation_size(contrast, evaluation_limit(reps)))
         if len(seeds) > 1:
             by_seed = {primary: observations.verdicts}
             for seed in seeds[1:]:

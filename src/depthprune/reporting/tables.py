@@ -137,7 +137,13 @@ def accuracy_table(summary: pd.DataFrame, kind: str, name: str, title: str) -> R
 
 def table4(summary: pd.DataFrame) -> ReportTable:
     frame = _rows(summary, kinds=None, with_dense=False)
-    extra = _with(frame, ACC_CI) + _with(frame, ("diff_one_shot",)) + _with(frame, DIFF_CI)
+    extra = _with(frame, ACC_CI) + _with(frame, ("diff_one_shot",)) + _with(frame, DIFF_CI) + _with(frame, ("mdd",))
+    extra += _with(frame, ("loss", "failed_search"))
+    if "heldout_loss" in frame.columns:  # only studies with held-out scoring: other Table 4s keep their bytes
+        from depthprune.reporting.analysis import heldout_gap
+
+        frame = heldout_gap(frame)
+        extra += ["heldout_loss", "heldout_gap", "overfits"]
     frame = frame[BLOCK + ["algorithm", "search_seconds", "distinct_evaluations", "avg_accuracy", *extra]]
     columns = _label_columns() + [
         Column("search_seconds", "Time (s)", fmt_seconds, numeric=True),
@@ -146,6 +152,23 @@ def table4(summary: pd.DataFrame) -> ReportTable:
     ]
     if "diff_one_shot" in frame.columns:
         columns.append(Column("diff_one_shot", "Δ vs one-shot (pts)", fmt_points, numeric=True, interval=DIFF_CI))
+    if "mdd" in frame.columns:
+        columns.append(Column("mdd", "MDD (pts)", fmt_mdd, numeric=True))
+    if "failed_search" in frame.columns:
+        columns.append(Column("failed_search", "Failed search", fmt_failed))
+    notes = []
+    if "heldout_loss" in frame.columns:
+        columns += [
+            Column("loss", "Calibration loss", fmt_loss, numeric=True),
+            Column("heldout_loss", "Held-out loss", fmt_loss, numeric=True),
+            Column("heldout_gap", "Gap (held-out − cal.)", fmt_loss, numeric=True),
+            Column("overfits", "Over-fits", fmt_overfits),
+        ]
+        notes.append(
+            "Held-out loss: the selected set's calibration objective on a fixed held-out draw of the same source, "
+            "disjoint from every seed's calibration sample; Gap = held-out − calibration loss. Over-fits: the "
+            "search's calibration loss is below one-shot's while its held-out loss is above one-shot's."
+        )
     return ReportTable(
         name="table4",
         title="Table 4",
@@ -164,8 +187,30 @@ def table4(summary: pd.DataFrame) -> ReportTable:
             CI_NOTE,
             "Δ vs one-shot: the algorithm's average accuracy minus one-shot's under the same calibration and M, "
             "paired over the same resampled documents.",
+            "MDD: the smallest true Δ a two-sided 5 % test detects with 80 % power, (z_0.975 + z_0.8) × its paired "
+            "bootstrap SE (CSV: fraction).",
+            "Failed search: the search's final calibration loss is worse than one-shot's on the same objective "
+            "(CSV failed_search); §5.2 also reports its statistics without such searches.",
+            *notes,
         ],
     )
+
+
+def fmt_mdd(value) -> str:
+    """An unsigned difference of fractions in points; blank where there is none (one-shot itself)."""
+    return "" if pd.isna(value) else f"{100 * float(value):.2f}"
+
+
+def fmt_failed(value) -> str:
+    return "worse loss than one-shot" if bool(value) else ""
+
+
+def fmt_loss(value) -> str:
+    return "" if pd.isna(value) else f"{float(value):.4g}"
+
+
+def fmt_overfits(value) -> str:
+    return "lower cal., higher held-out loss than one-shot" if bool(value) else ""
 
 
 def table5(selections: pd.DataFrame) -> ReportTable:
@@ -181,6 +226,8 @@ def table5(selections: pd.DataFrame) -> ReportTable:
         Column("mean_jaccard", "Mean", fmt_fraction, best="max", numeric=True),
         Column("range", "Range", csv=False),
         Column("full_overlap", "Full overlap", fmt_fraction, best="max", numeric=True),
+        Column("random_mean_jaccard", "Chance", fmt_fraction, numeric=True),
+        Column("p_value", "p", fmt_p, numeric=True),
     ]
     return ReportTable(
         name="table5",
@@ -188,7 +235,9 @@ def table5(selections: pd.DataFrame) -> ReportTable:
         caption=(
             "Algorithm-level agreement over the pruned layer sets of each (model, M, calibration) cell: "
             "Mean of the pairwise Jaccard similarities (n(n−1)/2 pairs for n algorithms), their Range "
-            "(min-max), and Full overlap |∩S_i|/|∪S_i|. Highest per (model, M) in bold."
+            "(min-max), and Full overlap |∩S_i|/|∪S_i|. Highest per (model, M) in bold. Chance: the expected "
+            "mean Jaccard of as many uniform draws of M of the model's N layers (exact, hypergeometric); p: how "
+            "often such uniform draws agree at least as much (10,000 simulated designs)."
         ),
         frame=frame,
         columns=columns,
@@ -201,6 +250,7 @@ def table6(selections: pd.DataFrame) -> ReportTable:
     """The cell-level Jaccard of the paper's Appendix A.2 behind its §5.1 summary (0.63 / 0.36 / 0.51):
     our mean pairwise Jaccard per (calibration, model, M), each calibration closed by the mean over
     its cells, beside the value the paper reports for that calibration."""
+    from depthprune.reporting.nulls import pooled_agreement_null
     from depthprune.reporting.observations import paper_values
 
     reported = paper_values()["section_5_1"]["jaccard_within"]
@@ -216,9 +266,13 @@ def table6(selections: pd.DataFrame) -> ReportTable:
                     "budget": str(r.budget),
                     "n_sets": r.n_sets,
                     "mean_jaccard": r.mean_jaccard,
+                    "random_mean_jaccard": r.random_mean_jaccard,
+                    "p_value": r.p_value,
                     "paper_mean_jaccard": None,
                 }
             )
+        designs = [(int(r.n_layers), int(r.set_size), int(r.n_sets)) for r in group.itertuples(index=False)]
+        expected, p_value = pooled_agreement_null(designs, group["mean_jaccard"].mean())
         rows.append(
             {
                 "calibration": calibration,
@@ -226,18 +280,21 @@ def table6(selections: pd.DataFrame) -> ReportTable:
                 "budget": "all",
                 "n_sets": group["n_sets"].sum(),
                 "mean_jaccard": group["mean_jaccard"].mean(),
+                "random_mean_jaccard": expected,
+                "p_value": p_value,
                 "paper_mean_jaccard": paper,
             }
         )
-    frame = pd.DataFrame(
-        rows, columns=["calibration", "model", "budget", "n_sets", "mean_jaccard", "paper_mean_jaccard"]
-    )
+    names = ["calibration", "model", "budget", "n_sets", "mean_jaccard", "random_mean_jaccard", "p_value"]
+    frame = pd.DataFrame(rows, columns=[*names, "paper_mean_jaccard"])
     columns = [
         Column("calibration", "Calibration", calibration_name),
         Column("model", "Model"),
         Column("budget", "M"),
         Column("n_sets", "Sets", fmt_int, numeric=True),
         Column("mean_jaccard", "Mean Jaccard", fmt_fraction, numeric=True),
+        Column("random_mean_jaccard", "Chance", fmt_fraction, numeric=True),
+        Column("p_value", "p", fmt_p, numeric=True),
         Column("paper_mean_jaccard", "Paper (§5.1)"),
     ]
     return ReportTable(
@@ -246,13 +303,19 @@ def table6(selections: pd.DataFrame) -> ReportTable:
         caption=(
             "Cell-level algorithm agreement (the paper's Appendix A.2): mean pairwise Jaccard of the pruned sets "
             "of the algorithms under one calibration, per (model, M), and its mean over cells beside the value "
-            "the paper reports in §5.1 (LLaMA / Qwen3 under perplexity pruning, all models under TLM)."
+            "the paper reports in §5.1 (LLaMA / Qwen3 under perplexity pruning, all models under TLM). Chance: "
+            "the same statistic's expectation for uniform draws of each cell's size out of its depth; p: its "
+            "simulated permutation p-value."
         ),
         frame=frame,
         columns=columns,
         block=["calibration"],
         empty_note="No pruned sets.",
     )
+
+
+def fmt_p(value) -> str:
+    return "" if pd.isna(value) else f"{float(value):.3g}"
 
 
 def build_tables(summary: pd.DataFrame, selections: pd.DataFrame, only: set[str] | None = None) -> list[ReportTable]:

@@ -1,0 +1,122 @@
+"""How many documents per task the evaluation needs: the evaluation-size rule (docs/method.md §7, "Power").
+
+Every paired comparison reports ``mdd = (z_0.975 + z_0.8) · SE`` (``bootstrap.mdd``), the smallest
+true difference a two-sided 5 % test detects with 80 % power. The paired standard error of a
+difference of average accuracies scales as 1 / sqrt(documents per task), so from the committed
+per-document results at ``limit`` documents the smallest ``limit`` at which a TLM-vs-perplexity
+difference of ``TARGET_POINTS`` is detectable is limit · (MDD_FACTOR · SE / target)², rounded up.
+
+The rule then asks whether a default study at that limit fits one working session on the 2-core
+CPU. Only the evaluation pass grows with the limit (LAMBADA and the six zero-shot tasks; the
+perplexity windows and the searches do not), so a cold run at a new limit n takes
+COLD_RUN_MINUTES − EVALUATION_MINUTES + EVALUATION_MINUTES · n / MEASURED_LIMIT. If the smallest
+detecting limit does not fit, the largest limit that fits is chosen and its mdd stated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from depthprune.reporting.bootstrap import MDD_FACTOR
+
+TARGET_POINTS = 3.0  # the paper's smallest effect of interest: BO's +2.91 over one-shot (its Table 4)
+SESSION_MINUTES = 180.0  # one working session
+# Measured default cold run (config.yaml, limit 100) on the project's 2-core AMD Zen 3 AVX2 CPU,
+# float32: 1 h 41 min in all, of which the evaluation pass is about 40 min.
+COLD_RUN_MINUTES = 101.0
+EVALUATION_MINUTES = 40.0
+MEASURED_LIMIT = 100
+
+
+def run_minutes(limit: float) -> float:
+    """Predicted cold-run minutes of the default study at ``limit`` documents per task."""
+    return COLD_RUN_MINUTES - EVALUATION_MINUTES + EVALUATION_MINUTES * limit / MEASURED_LIMIT
+
+
+def largest_fitting_limit(session_minutes: float = SESSION_MINUTES) -> int:
+    """The largest limit whose predicted cold run fits in ``session_minutes``."""
+    return math.floor(MEASURED_LIMIT * (session_minutes - (COLD_RUN_MINUTES - EVALUATION_MINUTES)) / EVALUATION_MINUTES)
+
+
+def limit_for(se_points: float, limit: int, target_points: float = TARGET_POINTS) -> int:
+    """Smallest documents per task at which mdd ≤ target, from the SE (points) measured at ``limit``."""
+    return math.ceil(limit * (MDD_FACTOR * se_points / target_points) ** 2)
+
+
+def mdd_at(se_points: float, limit: int, new_limit: int) -> float:
+    """mdd (points) at ``new_limit`` documents from the SE (points) measured at ``limit``."""
+    return MDD_FACTOR * se_points * math.sqrt(limit / new_limit)
+
+
+def evaluation_size(contrast: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    """The rule's one-row outcome from calibration_contrast (per-algorithm rows, ``diff_se`` in fractions).
+
+    The SE is the median over the (model, M, algorithm) pairs of TLM- against perplexity-pruned
+    models. Empty without paired standard errors (no per-document results).
+    """
+    columns = [
+        "limit",
+        "n_pairs",
+        "median_se_points",
+        "mdd_points",
+        "target_points",
+        "limit_needed",
+        "minutes_needed",
+        "fits_session",
+        "session_minutes",
+        "limit_chosen",
+        "minutes_chosen",
+        "mdd_points_chosen",
+    ]
+    if contrast.empty or limit is None or "diff_se" not in contrast.columns:
+        return pd.DataFrame(columns=columns)
+    per_pair = contrast[contrast["algorithm"] != "mean of the algorithms"]["diff_se"].dropna()
+    if per_pair.empty:
+        return pd.DataFrame(columns=columns)
+    se = 100 * float(np.median(per_pair))
+    needed = limit_for(se, limit)
+    fits = run_minutes(needed) <= SESSION_MINUTES
+    chosen = needed if fits else largest_fitting_limit()
+    return pd.DataFrame(
+        [
+            {
+                "limit": limit,
+                "n_pairs": len(per_pair),
+                "median_se_points": se,
+                "mdd_points": MDD_FACTOR * se,
+                "target_points": TARGET_POINTS,
+                "limit_needed": needed,
+                "minutes_needed": run_minutes(needed),
+                "fits_session": fits,
+                "session_minutes": SESSION_MINUTES,
+                "limit_chosen": chosen,
+                "minutes_chosen": run_minutes(chosen),
+                "mdd_points_chosen": mdd_at(se, limit, chosen),
+            }
+        ],
+        columns=columns,
+    )
+
+
+def evaluation_size_markdown(rule: pd.DataFrame) -> str:
+    """The "Power and evaluation size" section of observations.md."""
+    lines = ["", "## Power and evaluation size", ""]
+    if rule.empty:
+        return "\n".join(lines + ["Not computed: no per-document results.", ""])
+    r = rule.iloc[0]
+    lines += [
+        f"At {int(r.limit)} documents per task the paired standard error of a TLM-vs-perplexity difference in "
+        f"average accuracy is {r.median_se_points:.2f} points (median over {int(r.n_pairs)} pairs): "
+        f"mdd = (z_0.975 + z_0.8) · SE = {r.mdd_points:.2f} points at 80 % power, two-sided α = 0.05.",
+        f"Detecting {r.target_points:g} points needs {int(r.limit_needed)} documents per task "
+        f"(SE ∝ 1/√n): a predicted cold run of {r.minutes_needed:.0f} min against a {r.session_minutes:.0f}-min "
+        f"session on the 2-core CPU ({'fits' if r.fits_session else 'does not fit'}).",
+        f"Rule outcome: limit {int(r.limit_chosen)} ({r.minutes_chosen:.0f} min), mdd "
+        f"{r.mdd_points_chosen:.2f} points. The committed results use limit {int(r.limit)}; "
+        "a different limit needs a rerun (tables/evaluation_size.csv).",
+        "",
+    ]
+    return "\n".join(lines)
