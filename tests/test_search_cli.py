@@ -35,6 +35,7 @@ SELECTION_FIELDS = [
     "dtype",
     "hyperparameters",
     "diagnostics",
+    "scoring_version",
     "versions",
 ]
 

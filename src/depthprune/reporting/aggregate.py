@@ -30,6 +30,7 @@ from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
+from depthprune.reporting.provenance import check_provenance
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,7 @@ def read_selection(path: Path) -> dict:
         raise ValueError(f"{path}: removes {len(parse_layers(row['removed']))} layers but budget is {row['budget']}")
     # Parquet needs one type per column: keep the free-form dict as canonical JSON text.
     row["hyperparameters"] = json.dumps(data.get("hyperparameters") or {}, sort_keys=True)
+    row["dtype"] = data.get("dtype")  # the search's resolved precision (None: not recorded)
     row["source"] = str(path)
     return row
 
@@ -198,7 +200,8 @@ class Aggregate:
 
 
 def aggregate(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> Aggregate:
-    """Build the three aggregate tables from explicit file lists."""
+    """Build the three aggregate tables from explicit file lists (of one provenance: provenance.py)."""
+    check_provenance(selection_files, metrics_files)
     selections = _selections_frame([Path(p) for p in selection_files])
     metrics = assign_seeds(_metrics_frame([Path(p) for p in metrics_files]), selections)
     _check_consistency(selections, metrics)
@@ -216,6 +219,7 @@ def _selections_frame(paths: list[Path]) -> pd.DataFrame:
     ]
     for col in numeric:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    frame.insert(frame.columns.get_loc("seed") + 1, "dtype", [row["dtype"] for row in rows])
     frame["seed"] = frame["seed"].fillna(0).astype(int)  # selection.json before seeds: seed 0
     _raise_on_duplicates(frame, "selection.json", RUN_KEY)
     frame["budget"] = frame["budget"].astype(int)

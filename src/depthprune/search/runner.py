@@ -28,6 +28,7 @@ from depthprune.search.base import (
     validate_prior,
 )
 from depthprune.seeding import seed_everything
+from depthprune.versions import SCORING_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,7 @@ def selection_document(result: SearchResult, model: str, calibration: str) -> di
         "hyperparameters": result.hyperparameters,
         "diagnostics": result.diagnostics,
         **({"heldout": result.heldout} if result.heldout is not None else {}),
+        "scoring_version": SCORING_VERSION,  # with dtype and versions: the aggregate's provenance check
         "versions": package_versions(),
     }
 

@@ -1,0 +1,74 @@
+"""The aggregate refuses inputs of mixed provenance: another dtype, scoring code or torch.
+
+A study rerun in part after a ``SCORING_VERSION`` bump, a torch upgrade or a dtype change would
+otherwise put numbers of two computations side by side in one table without a word (issue 37).
+Each input records its provenance: ``selection.json`` its ``dtype``, ``scoring_version`` and
+``versions`` (``io.package_versions``); an evaluation's ``lm_eval.json`` (next to its metrics.csv)
+its ``depthprune.dtype`` and the evaluation-cache key's model identity and versions. A field an
+input does not record (written before it was recorded) is "not recorded", which differs from any
+recorded value: such inputs are as unknown as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from depthprune.io import read_json
+
+FIELDS = ("dtype", "scoring_version", "torch")
+RAW_EVALUATION = "lm_eval.json"  # written by `depthprune evaluate --out-raw` next to metrics.csv
+NOT_RECORDED = "not recorded"
+SHOWN_FILES = 3  # files named per value in the error
+
+
+def selection_provenance(data: dict) -> dict:
+    """dtype, scoring_version and torch version of a selection.json's search."""
+    return {
+        "dtype": data.get("dtype"),
+        "scoring_version": data.get("scoring_version"),
+        "torch": (data.get("versions") or {}).get("torch"),
+    }
+
+
+def evaluation_provenance(raw: dict) -> dict:
+    """The same of an evaluation, from its lm_eval.json (the cache key records what computed it)."""
+    section = raw.get("depthprune") or {}
+    key = section.get("key") or {}
+    model = key.get("model") or {}
+    return {
+        "dtype": section.get("dtype", model.get("dtype")),
+        "scoring_version": model.get("scoring_version"),
+        "torch": (key.get("versions") or {}).get("torch"),
+    }
+
+
+def input_provenance(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> dict[str, dict]:
+    """file -> provenance of every selection.json and of every metrics.csv whose lm_eval.json is beside it."""
+    found = {str(path): selection_provenance(read_json(path)) for path in selection_files}
+    for path in metrics_files:
+        raw = Path(path).with_name(RAW_EVALUATION)
+        if raw.is_file():
+            found[str(raw)] = evaluation_provenance(read_json(raw))
+    return found
+
+
+def check_provenance(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> None:
+    """Raise ValueError naming the files if the inputs differ in dtype, scoring version or torch."""
+    found = input_provenance(selection_files, metrics_files)
+    for field in FIELDS:
+        groups: dict[str, list[str]] = {}
+        for path, provenance in found.items():
+            value = provenance[field]
+            groups.setdefault(NOT_RECORDED if value is None else str(value), []).append(path)
+        if len(groups) > 1:
+            parts = []
+            for value, paths in sorted(groups.items(), key=lambda item: -len(item[1])):
+                shown = ", ".join(paths[:SHOWN_FILES]) + (
+                    f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
+                )
+                parts.append(f"{field}={value} in {len(paths)} file(s): {shown}")
+            raise ValueError(
+                f"inputs of mixed provenance ({'; '.join(parts)}): recompute the stale ones, or aggregate "
+                "each computation apart"
+            )
