@@ -158,7 +158,9 @@ def selection_args(wildcards, input):
 
 
 def selection_and_outputs(wildcards, input, output):
-    return wf.selection_and_outputs(input.selections, output.metrics, output.raw, output.samples)
+    return wf.selection_and_outputs(
+        input.selections, output.metrics, output.raw, output.samples
+    )
 
 
 def search_workdir(wildcards):
@@ -242,11 +244,15 @@ def prepare_model_args(wildcards):
 
 
 def calibration_args(wildcards):
-    return wf.calibration_args(config, wildcards)  # --data-dir comes through data_dir_param
+    return wf.calibration_args(
+        config, wildcards
+    )  # --data-dir comes through data_dir_param
 
 
 def evaluator_args(wildcards):
-    return wf.evaluator_args(config, wildcards)  # memo_journal comes through memo_journal_param
+    return wf.evaluator_args(
+        config, wildcards
+    )  # memo_journal comes through memo_journal_param
 
 
 def search_param_args(wildcards):
@@ -267,7 +273,8 @@ def analysis_args(wildcards):
 
 def provenance_param(stage):
     """What a job's results depend on beyond its command (code and package versions, dtype, the
-    data's content; wf.provenance): a `params:` value, so a change of any of them reruns the job."""
+    data's content; wf.provenance): a `params:` value, so a change of any of them reruns the job.
+    """
     return lambda wildcards: wf.provenance(config, wildcards, stage)
 
 
