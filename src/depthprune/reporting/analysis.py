@@ -531,7 +531,8 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
             lo, hi = interval(acc[:, j] - acc_base[:, j])
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_low")] = lo
             out.iloc[j, out.columns.get_loc("diff_one_shot_ci_high")] = hi
-            out.iloc[j, out.columns.get_loc("mdd")] = mdd(standard_error(acc[:, j] - acc_base[:, j]))
+            if out["algorithm"].iloc[j] != "one_shot":  # one-shot against itself has no difference to detect
+                out.iloc[j, out.columns.get_loc("mdd")] = mdd(standard_error(acc[:, j] - acc_base[:, j]))
     return out
 
 
