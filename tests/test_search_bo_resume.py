@@ -110,7 +110,7 @@ def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
 
 # A small space (8 layers, M = 3: 56 sets, 30 trials): most proposals are repeats and many repairs
 # fall back to the seeded random set, which is where a seed from trial.number went wrong.
-SMALL_SPACE = f"""
+SMALL_SPACE = """
 import json, os, signal, sys
 from depthprune.search.runner import run_search
 from depthprune.search.synthetic import random_objective
@@ -124,13 +124,13 @@ def evaluate_or_die(sets):
         os.kill(os.getpid(), signal.SIGKILL)
     return evaluate(sets)
 ev.evaluate = evaluate_or_die
-result = run_search(ev, "bo", 3, ev.prior(), seed=7, workdir=workdir, params={{"n_trials": 30, "n_startup_trials": 4}})
-print(json.dumps({{
+result = run_search(ev, "bo", 3, ev.prior(), seed=7, workdir=workdir, params={"n_trials": 30, "n_startup_trials": 4})
+print(json.dumps({
     "removed": result.removed,
     "trace": [[list(e.removed), e.loss, e.memo_hit] for e in result.trace],
     "diagnostics": result.diagnostics,
     "requests_this_process": len(calls),
-}}))
+}))
 """
 
 
