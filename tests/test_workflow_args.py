@@ -58,9 +58,9 @@ def test_rule_arguments_of_the_smoke_preset():
     assert wf.calibration_args(config, sized) == (
         "--calibration ppl_c4 --n-samples 8 --seq-len 64 --seed 1 --calibration-label ppl_c4-8x64"
     )
-    assert wf.evaluator_args(config, WILDCARDS).startswith(
-        "--memo results/smoke/tiny/tlm_cs170k/seed0/memo.sqlite --state-device auto"
-    )
+    evaluator = wf.evaluator_args(config, WILDCARDS)
+    assert evaluator.startswith("--memo results/smoke/tiny/tlm_cs170k/seed0/memo.sqlite ")
+    assert "--state-device auto" in evaluator and "memo-journal" not in evaluator
     assert wf.search_param_args(config, WILDCARDS) == "--param beam_width=3"
     assert wf.search_param_args(config, SimpleNamespace(algorithm="one_shot")) == ""
     evaluation = wf.evaluation_args(config, WILDCARDS)
