@@ -8,6 +8,7 @@ import os
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.io import parse_layers
+from depthprune.models.pruning import PROTECT_MODES, protected_blocks
 from depthprune.paths import MODEL_CACHE_DIR
 
 
@@ -66,6 +67,14 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
         "--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (docs/method.md §2)"
     )
     group.add_argument(
+        "--tlm-loss",
+        default="margin",
+        choices=["margin", "cross_entropy"],
+        help="TLM loss: margin (the paper's [22]: summed likelihood margin, unbounded below) or "
+        "cross_entropy (-log softmax of the gold candidate over the candidates' mean log-probs, >= 0; "
+        "a sensitivity control; docs/method.md §2)",
+    )
+    group.add_argument(
         "--tlm-context",
         default="shared",
         choices=["shared", "separate"],
@@ -89,6 +98,13 @@ def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--memo", help="SQLite file shared by searches of the same model and calibration")
     group.add_argument("--no-cache", action="store_true", help="naive mode: every set from scratch, no memo")
     group.add_argument("--protected", default="", help="layers never removed, e.g. '0 29'")
+    group.add_argument(
+        "--protect",
+        default="none",
+        choices=list(PROTECT_MODES),
+        help="boundary: also never remove the first and the last block (the search space of the paper's "
+        "reference [22]; docs/method.md §4); none: only --protected",
+    )
     group.add_argument(
         "--memo-journal",
         default="wal",
@@ -132,7 +148,16 @@ def calibration_settings(args) -> dict:
         "seed": args.seed,
         "tlm_format": args.tlm_format if CALIBRATIONS[args.calibration].objective == "tlm" else None,
         "data_source": "mirror" if args.data_dir else "hub",
+        # Recorded (and in the memo key) only when not the default: margin studies keep their keys.
+        **({"tlm_loss": tlm_loss(args)} if tlm_loss(args) != "margin" else {}),
     }
+
+
+def tlm_loss(args) -> str:
+    """--tlm-loss of a TLM calibration; margin for the others (they have no candidates)."""
+    if CALIBRATIONS[args.calibration].objective != "tlm":
+        return "margin"
+    return getattr(args, "tlm_loss", "margin")
 
 
 def model_layers_without_loading(args) -> int | None:
@@ -159,6 +184,14 @@ def check_protected(protected: tuple[int, ...], n_layers: int | None) -> None:
         raise ValueError(f"protected_layers {bad} (option --protected) are outside 0..{n_layers - 1}")
 
 
+def protected_from_args(args, n_layers: int) -> tuple[int, ...]:
+    """--protected plus what --protect adds (boundary: blocks 0 and n_layers − 1), for a model of
+    ``n_layers`` blocks: the one protected set every search, the prior and the evaluator use."""
+    protected = parse_layers(args.protected)
+    check_protected(protected, n_layers)
+    return protected_blocks(protected, getattr(args, "protect", "none"), n_layers)
+
+
 def check_calibration_inputs(args, n_layers: int | None = None):
     """Everything about the calibration and evaluator options that can be wrong, checked before any
     model is loaded (an 8B model takes minutes): sizes, protected layers, and the data itself (read,
@@ -177,8 +210,11 @@ def check_calibration_inputs(args, n_layers: int | None = None):
         from depthprune.engine.memo import check_memo_file
 
         check_memo_file(args.memo)  # a corrupt memo: one line naming it, not a traceback after the load
-    protected = parse_layers(args.protected)
-    check_protected(protected, n_layers if n_layers is not None else model_layers_without_loading(args))
+    known_layers = n_layers if n_layers is not None else model_layers_without_loading(args)
+    if known_layers is None:
+        check_protected(parse_layers(args.protected), None)
+    else:
+        protected_from_args(args, known_layers)
     return load_calibration_samples(
         args.calibration,
         args.data_dir,
@@ -195,6 +231,7 @@ def build_evaluator(args, loaded=None, samples=None):
     ``check_calibration_inputs``, which reads and checks the data before the model is loaded)."""
     from depthprune.calibration.objectives import build_objective
     from depthprune.engine.evaluator import SubsetEvaluator
+    from depthprune.models.families import family_for
     from depthprune.seeding import seed_everything
 
     seed_everything(args.seed)
@@ -215,13 +252,14 @@ def build_evaluator(args, loaded=None, samples=None):
         c4_dataset=args.c4_dataset,
         cs170k_dataset=args.cs170k_dataset,
         samples=samples,
+        tlm_loss=tlm_loss(args),
     )
     return SubsetEvaluator(
         loaded,
         objective,
         calibration=calibration_label(args),
         settings=calibration_settings(args),
-        protected=parse_layers(args.protected),
+        protected=protected_from_args(args, len(family_for(loaded.model).blocks(loaded.model))),
         use_cache=not args.no_cache,
         memo_path=args.memo,
         memo_read=not getattr(args, "recompute", False),

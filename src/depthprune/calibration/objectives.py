@@ -5,7 +5,10 @@ Both objectives of docs/method.md §2 are linear in the log-probabilities of cho
 - task likelihood margin: L = (1/n) Σ_items Σ_{k≠y} (ℓ_k − ℓ_y) with ℓ_k the mean log-probability of
   candidate k's continuation, i.e. L = Σ_t c_t log p_t with c_t = w_{seq(t)} / len(seq(t)).
 So an objective is: token sequences, the positions whose next token is scored, a coefficient per
-scored position, and (for TLM) the map from scored positions to candidates for the accuracy. The
+scored position, and (for TLM) the map from scored positions to candidates for the accuracy.
+The bounded TLM control ``tlm.loss: cross_entropy`` (L = (1/n) Σ_items [log Σ_k exp ℓ_k − ℓ_y] ≥ 0)
+is not linear in the log-probabilities: its coefficients give the ℓ_k (c_t = 1 / len(seq(t))), and
+``Objective.reduce`` / ``batch_loss`` apply the log-softmax per item. The
 evaluator only needs hidden states at scored positions: the LM head runs nowhere else.
 """
 
@@ -24,6 +27,8 @@ from depthprune.calibration.specs import CALIBRATIONS, calibration_spec  # noqa:
 from depthprune.calibration.tlm import TLMItem, label_requests, parse_item, text_requests
 
 log = logging.getLogger(__name__)
+
+TLM_LOSSES = ("margin", "cross_entropy")
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Objective:
     candidate_of_sequence: list[tuple[int, int]] = field(default_factory=list)
     gold: list[int] = field(default_factory=list)
     data_hash: str = ""
+    tlm_loss: str = "margin"  # TLM: margin (linear in log p) or cross_entropy (log-softmax over ℓ_k)
 
     @property
     def n_tokens(self) -> int:
@@ -63,14 +69,53 @@ class Objective:
 
     def batch_loss(self, batch: Batch, token_logprobs: torch.Tensor) -> torch.Tensor:
         """This batch's additive share of L (differentiable; used for gate derivatives too)."""
-        return (batch.coefficients.to(token_logprobs.device, torch.float64) * token_logprobs.double()).sum()
+        weighted = batch.coefficients.to(token_logprobs.device, torch.float64) * token_logprobs.double()
+        if self.tlm_loss != "cross_entropy":
+            return weighted.sum()
+        # Cross-entropy is additive over items, and an item's candidates share one tree row
+        # (shared context), so each batch holds whole items.
+        means = torch.zeros(len(self.candidate_of_sequence), dtype=torch.float64, device=weighted.device)
+        means = means.index_add(0, batch.sequence_ids.to(weighted.device), weighted)
+        present = set(batch.sequence_ids.tolist())
+        items = sorted({self.candidate_of_sequence[q][0] for q in present})
+        split = [i for i in items if not set(self._item_sequences()[i]) <= present]
+        if split:
+            raise ValueError(
+                f"tlm.loss cross_entropy: items {split[:5]} have candidates in several batches; "
+                "use --tlm-context shared (each item's candidates in one row)"
+            )
+        return self._cross_entropy(means, items)
 
     def reduce(self, per_batch_logprobs: list[torch.Tensor]) -> tuple[float, float | None]:
         """(loss, calibration accuracy or None) from the scored log-probs of every batch."""
-        loss = sum(float(self.batch_loss(b, lp)) for b, lp in zip(self.batches, per_batch_logprobs))
+        if self.tlm_loss == "cross_entropy":
+            means = torch.zeros(len(self.candidate_of_sequence), dtype=torch.float64)
+            for batch, lp in zip(self.batches, per_batch_logprobs):
+                weighted = batch.coefficients.to(torch.float64) * lp.detach().double().cpu()
+                means.index_add_(0, batch.sequence_ids.cpu(), weighted)
+            loss = float(self._cross_entropy(means, range(len(self.gold))))
+        else:
+            loss = sum(float(self.batch_loss(b, lp)) for b, lp in zip(self.batches, per_batch_logprobs))
         if self.kind != "tlm":
             return loss, None
         return loss, self.accuracy(per_batch_logprobs)
+
+    def _item_sequences(self) -> list[list[int]]:
+        """Sequence ids of each item's candidates, in candidate order."""
+        if not hasattr(self, "_sequences_of_item"):
+            per_item: list[list[int]] = [[] for _ in self.gold]
+            for q, (item, _) in sorted(enumerate(self.candidate_of_sequence), key=lambda e: e[1]):
+                per_item[item].append(q)
+            self._sequences_of_item = per_item
+        return self._sequences_of_item
+
+    def _cross_entropy(self, means: torch.Tensor, items) -> torch.Tensor:
+        """(1/n) Σ over ``items`` of log Σ_k exp ℓ_k − ℓ_gold, ℓ = ``means`` (one per sequence)."""
+        total = means.new_zeros(())
+        for i in items:
+            candidates = means[self._item_sequences()[i]]
+            total = total + torch.logsumexp(candidates, dim=0) - candidates[self.gold[i]]
+        return total / len(self.gold)
 
     def accuracy(self, per_batch_logprobs: list[torch.Tensor]) -> float:
         n_seq = len(self.candidate_of_sequence)
@@ -299,9 +344,13 @@ def tlm_objective(
     seq_len: int,
     token_budget: int,
     shared_context: bool = True,
+    loss: str = "margin",
 ) -> Objective:
     """The TLM objective; ``shared_context`` packs each item's candidates into one tree row (the
-    context computed once, docs/method.md §5), else one sequence per candidate. Same losses."""
+    context computed once, docs/method.md §5), else one sequence per candidate. Same losses.
+    ``loss``: margin (Σ_{k≠y}(ℓ_k − ℓ_y) per item, [22]'s) or cross_entropy (−log softmax_y ℓ)."""
+    if loss not in TLM_LOSSES:
+        raise ValueError(f"tlm loss {loss!r} (option --tlm-loss / tlm.loss): expected one of {', '.join(TLM_LOSSES)}")
     sequences, candidate_of_sequence = [], []
     per_item: list[list[_Sequence]] = []
     n_items = len(items)
@@ -317,7 +366,8 @@ def tlm_objective(
             ids = (ctx + cont)[-seq_len:]  # keep the continuation; drop context from the left
             first = max(1, len(ids) - len(cont))
             # Σ_{k≠y}(ℓ_k − ℓ_y) / n: weight +1 for wrong candidates, −(K−1) for the gold one.
-            weight = (-(n_cand - 1) if cand == item.gold else 1.0) / n_items
+            # Cross-entropy: weight 1, the coefficients give ℓ_k itself (reduce applies the softmax).
+            weight = 1.0 if loss == "cross_entropy" else (-(n_cand - 1) if cand == item.gold else 1.0) / n_items
             sequences.append(
                 _Sequence(
                     ids=ids,
@@ -339,8 +389,14 @@ def tlm_objective(
         n_scored=n_scored,
         candidate_of_sequence=candidate_of_sequence,
         gold=[item.gold for item in items],
-        data_hash=_hash_batches(batches),
+        # The loss is part of what is computed: its name enters the hash (memo key, prior check).
+        data_hash=_hash_batches(batches) if loss == "margin" else _hash_text(_hash_batches(batches) + loss),
+        tlm_loss=loss,
     )
+
+
+def _hash_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def cs170k_text(row: dict) -> str:
@@ -371,15 +427,32 @@ def load_calibration_samples(
     tlm_format: str = "text",
     c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
+    heldout: int | None = None,
 ) -> CalibrationSamples:
-    """Read, sample and validate the calibration data of ``calibration`` (docs/method.md §2); no tokenizer needed."""
+    """Read, sample and validate the calibration data of ``calibration`` (docs/method.md §2); no tokenizer needed.
+
+    ``heldout``: instead of the sample, that many rows of the fixed held-out draw
+    (calibration/heldout.py), after checking that the sample (``seed``, ``n_samples``) shares none of them.
+    """
     spec = calibration_spec(calibration)
+    if spec.objective == "tlm" and tlm_format not in ("text", "labels"):
+        raise ValueError(f"tlm_format {tlm_format!r} (option tlm.format): expected text or labels")
     if spec.source == "c4":
-        docs = calib_data.load_c4_documents(data_dir, c4_dataset)
-        picked = [docs[i] for i in calib_data.sample_indices(len(docs), n_samples, seed, "C4 documents")]
-        return CalibrationSamples(calibration, texts=picked)
-    located = calib_data.load_cs170k_rows_located(data_dir, cs170k_dataset)
-    indices = calib_data.sample_indices(len(located), n_samples, seed, "Commonsense 170k rows")
+        rows = calib_data.load_c4_documents(data_dir, c4_dataset)
+        what = "C4 documents"
+    else:
+        rows = calib_data.load_cs170k_rows_located(data_dir, cs170k_dataset)
+        what = "Commonsense 170k rows"
+    if heldout is None:
+        indices = calib_data.sample_indices(len(rows), n_samples, seed, what)
+    else:
+        from depthprune.calibration.heldout import check_disjoint, heldout_indices
+
+        indices = heldout_indices(len(rows), heldout, spec.source)
+        check_disjoint(len(rows), n_samples, seed, indices, spec.source)
+    if spec.source == "c4":
+        return CalibrationSamples(calibration, texts=[rows[i] for i in indices])
+    located = rows
     if spec.objective == "perplexity":
         texts = []
         for i in indices:
@@ -389,8 +462,6 @@ def load_calibration_samples(
                     raise ValueError(f'{where}: missing field "{field_name}"')
             texts.append(cs170k_text(row))
         return CalibrationSamples(calibration, texts=texts)
-    if tlm_format not in ("text", "labels"):
-        raise ValueError(f"tlm_format {tlm_format!r} (option tlm.format): expected text or labels")
     items = [parse_item(located[i][1], located[i][0]) for i in indices]
     if tlm_format == "text":
         requests = [text_requests(item) for item in items]
@@ -419,6 +490,7 @@ def build_objective(
     c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
     samples: CalibrationSamples | None = None,
+    tlm_loss: str = "margin",
 ) -> Objective:
     """The calibration objective ``calibration`` on ``n_samples`` seeded samples (docs/method.md §2).
 
@@ -436,5 +508,5 @@ def build_objective(
     if spec.objective == "perplexity":
         return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget)
     return tlm_objective(
-        samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context
+        samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context, loss=tlm_loss
     )

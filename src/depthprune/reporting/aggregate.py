@@ -53,6 +53,10 @@ SUMMARY_SELECTION_COLUMNS = [
     "prior_seconds",
 ]
 SELECTION_COLUMNS = KEY + SUMMARY_SELECTION_COLUMNS + ["seed", "hyperparameters", "source"]
+# The selected set's loss (and TLM accuracy) on the fixed held-out draw (selection.json "heldout",
+# from `search --heldout-samples`): columns of selections and summary only when some selection has
+# them, so aggregates of studies without held-out scoring keep their columns and bytes.
+HELDOUT_COLUMNS = ["heldout_loss", "heldout_accuracy", "heldout_samples"]
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
@@ -153,6 +157,12 @@ def read_selection(path: Path) -> dict:
     row["hyperparameters"] = json.dumps(data.get("hyperparameters") or {}, sort_keys=True)
     row["dtype"] = data.get("dtype")  # the search's resolved precision (None: not recorded)
     row["source"] = str(path)
+    heldout = data.get("heldout") or {}
+    if not isinstance(heldout, dict):
+        raise ValueError(f'{path}: selection.json "heldout" must be an object')
+    row["heldout_loss"] = heldout.get("loss")
+    row["heldout_accuracy"] = heldout.get("accuracy")
+    row["heldout_samples"] = heldout.get("n_samples")
     return row
 
 
@@ -211,11 +221,11 @@ def aggregate(selection_files: Sequence[str | Path], metrics_files: Sequence[str
 
 def _selections_frame(paths: list[Path]) -> pd.DataFrame:
     rows = [read_selection(p) for p in paths]
-    frame = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
+    heldout = [c for c in HELDOUT_COLUMNS if any(row[c] is not None for row in rows)]
+    columns = SELECTION_COLUMNS + heldout
+    frame = pd.DataFrame(rows, columns=columns)
     numeric = [
-        c
-        for c in SELECTION_COLUMNS
-        if c not in ("model", "calibration", "algorithm", "removed", "hyperparameters", "source")
+        c for c in columns if c not in ("model", "calibration", "algorithm", "removed", "hyperparameters", "source")
     ]
     for col in numeric:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
@@ -297,7 +307,8 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
     wide = headline_values(metrics)
     keys = pd.concat([selections[RUN_KEY], wide[RUN_KEY], metrics[RUN_KEY]]).drop_duplicates()
     keys["seed"] = keys["seed"].astype(int)
-    summary = keys.merge(selections[RUN_KEY + SUMMARY_SELECTION_COLUMNS], on=RUN_KEY, how="left")
+    heldout = [c for c in HELDOUT_COLUMNS if c in selections.columns]
+    summary = keys.merge(selections[RUN_KEY + SUMMARY_SELECTION_COLUMNS + heldout], on=RUN_KEY, how="left")
     summary = summary.merge(wide.astype({"seed": int}), on=RUN_KEY, how="left")
     for col in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS:
         if col not in summary:
@@ -327,6 +338,7 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
         + list(ACCURACY_COLUMNS)
         + ["avg_accuracy"]
         + extra
+        + heldout
     )
     summary["budget"] = summary["budget"].astype(int)
     return summary[ordered].sort_values(RUN_KEY, kind="stable").reset_index(drop=True)

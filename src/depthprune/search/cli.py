@@ -19,8 +19,10 @@ from depthprune.cli_common import (
     calibration_label,
     check_calibration_inputs,
     load_model_from_args,
+    protected_from_args,
+    tlm_loss,
 )
-from depthprune.io import format_layers, parse_layers
+from depthprune.io import format_layers
 from depthprune.prior import check_prior, load_prior
 from depthprune.search import ALGORITHMS, get_algorithm
 from depthprune.search.base import validate_budget
@@ -52,6 +54,15 @@ def register(subparsers) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="algorithm hyper-parameter, repeatable; VALUE is a YAML scalar (e.g. beam_width=3)",
+    )
+    group.add_argument(
+        "--heldout-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also score the selected set on N rows of the fixed held-out draw of the calibration's source, "
+        "disjoint from every seed's calibration sample (calibration/heldout.py); recorded as selection.json's "
+        '"heldout" (default: none)',
     )
     group.add_argument("--out-selection", required=True, help="selection.json to write")
     group.add_argument("--out-trace", required=True, help="trace.csv to write")
@@ -87,8 +98,9 @@ def parse_scalar(text: str) -> Any:
     return value
 
 
-def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What the prior's ``evaluator`` record must say for this search, known without loading the model."""
+def expected_prior_settings(args: argparse.Namespace, n_layers: int) -> dict[str, Any]:
+    """What the prior's ``evaluator`` record must say for this search, known without loading the model
+    (``n_layers``: the prior's, which resolves --protect boundary)."""
     from depthprune.calibration.specs import CALIBRATIONS
     from depthprune.models.loading import model_fingerprint, resolve_device, resolve_dtype, resolve_local
     from depthprune.versions import SCORING_VERSION
@@ -102,9 +114,26 @@ def expected_prior_settings(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "tlm_format": args.tlm_format if CALIBRATIONS[args.calibration].objective == "tlm" else None,
         "dtype": str(dtype).removeprefix("torch."),
-        "protected": list(parse_layers(args.protected)),
+        "protected": list(protected_from_args(args, n_layers)),
         "scoring_version": SCORING_VERSION,
+        **({"tlm_loss": tlm_loss(args)} if tlm_loss(args) != "margin" else {}),
     }
+
+
+def heldout_objective(args: argparse.Namespace, loaded, samples):
+    """The calibration objective of the held-out rows, built exactly as the calibration's own."""
+    from depthprune.calibration.objectives import build_objective
+
+    return build_objective(
+        args.calibration,
+        loaded.tokenizer,
+        seq_len=args.seq_len,
+        tlm_format=args.tlm_format,
+        token_budget=max(args.token_budget, args.seq_len),
+        shared_context=args.tlm_context == "shared",
+        samples=samples,
+        tlm_loss=tlm_loss(args),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,15 +146,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace) -> int:
+    from depthprune.calibration.heldout import score_heldout
+    from depthprune.calibration.objectives import load_calibration_samples
     from depthprune.search.runner import clear_workdir, run_search, write_outputs  # pandas: only when a search runs
 
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
     prior = load_prior(args.prior, calibration_label(args))
     n_layers = prior.get("n_layers", len(prior["scores"]))
-    validate_budget(args.budget, n_layers, parse_layers(args.protected))
-    check_prior(args.prior, prior, expected_prior_settings(args))
+    validate_budget(args.budget, n_layers, protected_from_args(args, n_layers))
+    check_prior(args.prior, prior, expected_prior_settings(args, n_layers))
     samples = check_calibration_inputs(args)
+    heldout_samples = None
+    if args.heldout_samples is not None:  # read and checked (disjoint from this sample) before the model loads
+        heldout_samples = load_calibration_samples(
+            args.calibration,
+            args.data_dir,
+            n_samples=args.n_samples,
+            seed=args.seed,
+            tlm_format=args.tlm_format,
+            c4_dataset=args.c4_dataset,
+            cs170k_dataset=args.cs170k_dataset,
+            heldout=args.heldout_samples,
+        )
     if args.recompute:
         clear_workdir(args.workdir)  # the BO study: this search's own cache
     loaded = load_model_from_args(args)
@@ -147,6 +190,15 @@ def _run_locked(args: argparse.Namespace) -> int:
         params=params,
         prior_seconds=float(prior.get("cost", {}).get("seconds", 0.0)),
     )
+    if heldout_samples is not None:
+        objective = heldout_objective(args, loaded, heldout_samples)
+        result.heldout = {"n_samples": args.heldout_samples, **score_heldout(loaded, objective, result.removed)}
+        log.info(
+            "held-out loss %.6g on %d samples (%.1f s)",
+            result.heldout["loss"],
+            args.heldout_samples,
+            result.heldout["seconds"],
+        )
     write_outputs(result, loaded.name, calibration_label(args), args.out_selection, args.out_trace)
     print(
         f"{args.algorithm} M={args.budget}: removed [{format_layers(result.removed)}] loss={result.loss:.6g} "
