@@ -13,6 +13,17 @@ os.environ.setdefault("DEPTHPRUNE_CPU_BF16", "0")
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (pyproject's addopts), one torch thread per worker: the workers fill the
+    cores, and two threads each would oversubscribe them (small kernels then wait on each other).
+    Set before any test module imports torch; subprocesses (the CLI, Snakemake's jobs) inherit it."""
+    if hasattr(config, "workerinput"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

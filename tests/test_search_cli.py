@@ -33,6 +33,7 @@ SELECTION_FIELDS = [
     "prior_seconds",
     "seed",
     "dtype",
+    "calibration_tokens",
     "hyperparameters",
     "diagnostics",
     "scoring_version",

@@ -159,13 +159,19 @@ def test_intervals_observations_and_paper_comparison(smoke_run):
     table4 = pd.read_csv(tables / "table4.csv")
     assert {"diff_one_shot", "diff_one_shot_ci_low", "diff_one_shot_ci_high"} <= set(table4.columns)
     observations = pd.read_csv(tables / "observations.csv")
-    assert list(observations.columns)[:8] == [
+    # the statistic with its interval and the interval ends' Monte-Carlo error, the null it is
+    # tested against, then the paper's number and the verdict
+    assert list(observations.columns)[:12] == [
         "claim",
         "scope",
         "statistic",
         "value",
         "ci_low",
         "ci_high",
+        "ci_low_mc_se",
+        "ci_high_mc_se",
+        "null_value",
+        "p_value",
         "paper_value",
         "verdict",
     ]

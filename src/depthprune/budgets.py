@@ -10,6 +10,8 @@ exactly. For the project's models that gives
 
 A budget is an integer (that many blocks, whatever the depth) or a string "p/q" (that fraction of the
 depth). Used by the workflow (workflow/rules/common.smk) to plan the searches of each model.
+
+The other half of the search space is ``protected_blocks``: the blocks no search may remove.
 """
 
 from __future__ import annotations
@@ -66,3 +68,23 @@ def resolve_budgets(budgets: Iterable, n_layers: int | None, where: str = "budge
     if not resolved:
         raise ValueError(f"{where}: no budgets")
     return sorted(resolved)
+
+
+# ``protect`` settings: which blocks a search never removes beside ``protected_layers``. boundary is
+# the search space of the paper's reference [22] (PuDDing's public code runs its greedy search with
+# early_barrier=1, latter_barrier=1: the first and the last block always stay; docs/method.md §4).
+PROTECT_MODES = ("none", "boundary")
+
+
+def protected_blocks(protected: Iterable[int], protect: str, n_layers: int) -> tuple[int, ...]:
+    """The blocks no search may remove: ``protected`` plus, under ``protect: boundary``, the first
+    and the last block (0 and n_layers − 1). Every search, the prior, CBO's enumeration and the
+    exhaustive optimum read this one set (the evaluator's ``protected``)."""
+    if protect not in PROTECT_MODES:
+        raise ValueError(f"protect {protect!r} (option --protect / model_table protect): expected none or boundary")
+    blocks = {int(p) for p in protected}
+    if protect == "boundary":
+        if n_layers < 3:
+            raise ValueError(f"protect: boundary keeps blocks 0 and {n_layers - 1}: needs at least 3 blocks")
+        blocks |= {0, n_layers - 1}
+    return tuple(sorted(blocks))

@@ -8,30 +8,11 @@ from pathlib import Path
 
 from torch import nn
 
+from depthprune.budgets import PROTECT_MODES, protected_blocks  # noqa: F401  (re-exported: the search space)
 from depthprune.io import atomic_write_json, format_layers, parse_layers
 from depthprune.models.families import family_for
 
 log = logging.getLogger(__name__)
-
-
-# ``protect`` settings: which blocks a search never removes beside ``protected_layers``. boundary is
-# the search space of the paper's reference [22] (PuDDing's public code runs its greedy search with
-# early_barrier=1, latter_barrier=1: the first and the last block always stay; docs/method.md §4).
-PROTECT_MODES = ("none", "boundary")
-
-
-def protected_blocks(protected: Iterable[int], protect: str, n_layers: int) -> tuple[int, ...]:
-    """The blocks no search may remove: ``protected`` plus, under ``protect: boundary``, the first
-    and the last block (0 and n_layers − 1). Every search, the prior, CBO's enumeration and the
-    exhaustive optimum read this one set (the evaluator's ``protected``)."""
-    if protect not in PROTECT_MODES:
-        raise ValueError(f"protect {protect!r} (option --protect / model_table protect): expected none or boundary")
-    blocks = {int(p) for p in protected}
-    if protect == "boundary":
-        if n_layers < 3:
-            raise ValueError(f"protect: boundary keeps blocks 0 and {n_layers - 1}: needs at least 3 blocks")
-        blocks |= {0, n_layers - 1}
-    return tuple(sorted(blocks))
 
 
 def validate_removed(removed: Iterable[int], n_layers: int, protected: Iterable[int] = ()) -> tuple[int, ...]:
