@@ -214,7 +214,7 @@ def test_cbo_energy_sign_matches_removing_gates():
     class GateStub:
         n_layers, protected, stats = n, frozenset(), None
 
-        def gate_derivatives(self):
+        def gate_derivatives(self, method="full_graph"):
             return g, h
 
     problem = SearchProblem(TracingEvaluator(GateStub()), 3, np.zeros(n), 0, frozenset(), None)

@@ -91,6 +91,18 @@ RECORDED = {
         # of the two cold runs of e3213b3 bit for bit (scores, empty loss); 30 subset losses (ppl_c4, tlm_cs170k; bfloat16 and float32) and
         # WikiText-2 window sums for two sets are bitwise equal with and without the blocks.
         "2e0a5948cc6a7364",  # the same, its one-call condition written as one test (f22baa3's hash 90f45c2d0fbc9665)
+        # Options whose defaults compute what 3 computed (issues 33, 37, 38): protect: boundary (which
+        # sets are allowed, not their losses; protected_blocks moved to budgets.py), the held-out loss
+        # (a second objective built and scored the same way), tlm loss cross_entropy (in the memo key
+        # when chosen), C4 packing exact (it changes the tokens only where a drawn document is shorter
+        # than seq_len, and data_hash, part of every memo key, changes with them; the committed 8 x 64
+        # draws are unchanged, tests/test_calibration_exact_length.py), calibration_tokens in describe()
+        # (kept out of the memo key), the state budget through devices.state_budget (the same
+        # arithmetic) and StateCache.clear (before blockwise derivatives only). Verified: the default
+        # study's ppl_c4 and tlm_cs170k priors (embedded SmolLM2, float32, 8 x 64 tokens and 8 items,
+        # seed 0, --no-cache, one thread) and a greedy M = 3 search under ppl_c4 are bitwise equal at
+        # e0547fb and at this code (scores, empty loss, ranking; the set and every trace loss).
+        "0387f51efe9be48b",
     ),
 }
 

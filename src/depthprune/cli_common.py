@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from depthprune.budgets import PROTECT_MODES, protected_blocks
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.io import parse_layers
-from depthprune.models.pruning import PROTECT_MODES, protected_blocks
 from depthprune.paths import MODEL_CACHE_DIR
 
 
@@ -65,6 +65,13 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
     group.add_argument(
         "--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (docs/method.md §2)"
+    )
+    group.add_argument(
+        "--c4-packing",
+        default="exact",
+        choices=["exact", "truncate"],
+        help="C4 sequences: exact (every one --seq-len tokens, a short document continued by the next "
+        "ones, as the field packs C4) or truncate (each document cut at --seq-len; docs/method.md §2)",
     )
     group.add_argument(
         "--tlm-loss",
@@ -151,6 +158,11 @@ def calibration_settings(args) -> dict:
         # Recorded (and in the memo key) only when not the default: margin studies keep their keys.
         **({"tlm_loss": tlm_loss(args)} if tlm_loss(args) != "margin" else {}),
     }
+
+
+def c4_packing(args) -> str:
+    """--c4-packing (``exact`` unless given: builders of args without the option get the default)."""
+    return getattr(args, "c4_packing", "exact")
 
 
 def tlm_loss(args) -> str:
@@ -253,6 +265,7 @@ def build_evaluator(args, loaded=None, samples=None):
         cs170k_dataset=args.cs170k_dataset,
         samples=samples,
         tlm_loss=tlm_loss(args),
+        c4_packing=c4_packing(args),
     )
     return SubsetEvaluator(
         loaded,

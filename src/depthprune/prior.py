@@ -52,6 +52,7 @@ def compute_prior(evaluator) -> dict:
             "seconds": time.perf_counter() - started + empty.seconds,
         },
         "dtype": evaluator.describe()["dtype"],  # the resolved precision (dtype: auto)
+        "calibration_tokens": evaluator.describe().get("calibration_tokens"),
         "evaluator": evaluator.describe(),
         "seed": evaluator.settings.get("seed"),
         "versions": package_versions(),

@@ -192,8 +192,10 @@ def calibration_args(config: Mapping, wildcards) -> str:
             "format": sizes.get("format"),  # TLM only
             # TLM only, and only when not the default margin: a margin study's commands stay as they were.
             "loss": sizes.get("loss") if sizes.get("loss") not in (None, "margin") else None,
+            # Perplexity only, and only when not the default exact packing.
+            "packing": sizes.get("packing") if sizes.get("packing") not in (None, "exact") else None,
         },
-        flags={"format": "--tlm-format", "loss": "--tlm-loss"},
+        flags={"format": "--tlm-format", "loss": "--tlm-loss", "packing": "--c4-packing"},
     )
 
 

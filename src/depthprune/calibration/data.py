@@ -115,3 +115,15 @@ def sample_indices(population: int, n_samples: int, seed: int, what: str) -> lis
     if n_samples > population:
         raise ValueError(f"n_samples={n_samples} exceeds the {population} {what} available")
     return random.Random(seed).sample(range(population), n_samples)
+
+
+def sample_indices_and_reserve(population: int, n_samples: int, seed: int, what: str) -> tuple[list[int], list[int]]:
+    """:func:`sample_indices`'s draw (the same indices: the generator's first call), and the
+    remaining indices shuffled by the same generator (documents that continue short ones)."""
+    drawn = sample_indices(population, n_samples, seed, what)
+    rng = random.Random(seed)
+    rng.sample(range(population), n_samples)  # advance past the draw, as sample_indices drew it
+    taken = set(drawn)
+    reserve = [i for i in range(population) if i not in taken]
+    rng.shuffle(reserve)
+    return drawn, reserve

@@ -322,10 +322,46 @@ def _hash_batches(batches: list[Batch]) -> str:
     return digest.hexdigest()[:16]
 
 
-def perplexity_objective(texts: list[str], tokenizer, seq_len: int, token_budget: int) -> Objective:
+C4_PACKINGS = ("exact", "truncate")
+
+
+def exact_length_ids(texts: list[str], reserve: list[str], tokenizer, seq_len: int) -> list[list[int]]:
+    """One sequence of exactly ``seq_len`` tokens per drawn document (the paper: 64 x 2048 tokens).
+
+    A drawn document of at least ``seq_len`` tokens gives its first ``seq_len`` tokens, as the
+    draw always did (so a draw whose documents are all long enough is unchanged, token for token).
+    A shorter one is continued with the next documents of ``reserve`` (the pool's undrawn documents
+    in seeded order), each tokenised on its own with its special tokens, until ``seq_len`` tokens:
+    documents concatenated into one stream and cut at ``seq_len``, as C4 calibration is packed in
+    the field (SparseGPT/Wanda keep drawing until a window of ``seq_len`` tokens exists).
+    """
+    stream = iter(reserve)
     sequences = []
-    for i, text in enumerate(texts):
+    for text in texts:
         ids = tokenizer(text, add_special_tokens=True)["input_ids"][:seq_len]
+        while len(ids) < seq_len:
+            following = next(stream, None)
+            if following is None:
+                raise ValueError(
+                    f"calibration data: the C4 pool has too few tokens for {len(texts)} sequences of "
+                    f"seq_len={seq_len} tokens (calibration n_samples / seq_len)"
+                )
+            ids = (ids + tokenizer(following, add_special_tokens=True)["input_ids"])[:seq_len]
+        sequences.append(ids)
+    return sequences
+
+
+def perplexity_objective(
+    texts: list[str], tokenizer, seq_len: int, token_budget: int, reserve: list[str] | None = None
+) -> Objective:
+    """Token-weighted mean NLL; ``reserve`` given (C4): every sequence exactly ``seq_len`` tokens
+    (:func:`exact_length_ids`), else each text cut at ``seq_len`` tokens (Commonsense-170k items)."""
+    if reserve is not None:
+        token_ids = exact_length_ids(texts, reserve, tokenizer, seq_len)
+    else:
+        token_ids = [tokenizer(text, add_special_tokens=True)["input_ids"][:seq_len] for text in texts]
+    sequences = []
+    for i, ids in enumerate(token_ids):
         if len(ids) >= 2:
             sequences.append(_Sequence(ids=ids, first_scored=1, coefficient_per_token=0.0, sequence_id=i))
     if not sequences:
@@ -415,6 +451,9 @@ class CalibrationSamples:
 
     calibration: str
     texts: list[str] | None = None
+    # C4: the pool's undrawn documents in seeded order, continuing drawn documents shorter than
+    # seq_len (exact_length_ids)
+    reserve: list[str] | None = None
     items: list[TLMItem] | None = None
     requests: list[list[tuple[str, str]]] | None = None
 
@@ -444,14 +483,19 @@ def load_calibration_samples(
         rows = calib_data.load_cs170k_rows_located(data_dir, cs170k_dataset)
         what = "Commonsense 170k rows"
     if heldout is None:
-        indices = calib_data.sample_indices(len(rows), n_samples, seed, what)
+        indices, reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, what)
     else:
-        from depthprune.calibration.heldout import check_disjoint, heldout_indices
+        from depthprune.calibration.heldout import check_disjoint, heldout_indices, reserved_indices
 
         indices = heldout_indices(len(rows), heldout, spec.source)
         check_disjoint(len(rows), n_samples, seed, indices, spec.source)
+        # continued by documents neither held out nor in the sample, in seeded order
+        _, sample_reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, what)
+        # (never another seed's calibration rows either: the held-out text stays disjoint from them)
+        held = set(indices) | reserved_indices(len(rows), spec.source)
+        reserve = [i for i in sample_reserve if i not in held]
     if spec.source == "c4":
-        return CalibrationSamples(calibration, texts=[rows[i] for i in indices])
+        return CalibrationSamples(calibration, texts=[rows[i] for i in indices], reserve=[rows[i] for i in reserve])
     located = rows
     if spec.objective == "perplexity":
         texts = []
@@ -491,12 +535,20 @@ def build_objective(
     cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
     samples: CalibrationSamples | None = None,
     tlm_loss: str = "margin",
+    c4_packing: str = "exact",
 ) -> Objective:
     """The calibration objective ``calibration`` on ``n_samples`` seeded samples (docs/method.md §2).
 
     ``samples``: data already read by :func:`load_calibration_samples` (the CLI reads it before
-    loading the model); otherwise it is read here.
+    loading the model); otherwise it is read here. ``c4_packing`` (``C4_PACKINGS``): ``exact``, every
+    C4 sequence ``seq_len`` tokens (a short document continued by the next ones); ``truncate``, each
+    document cut at ``seq_len`` tokens, as the committed calibration-size study was made.
     """
+    if c4_packing not in C4_PACKINGS:
+        raise ValueError(
+            f"c4 packing {c4_packing!r} (option --c4-packing / calibration.perplexity.packing): "
+            f"expected one of {', '.join(C4_PACKINGS)}"
+        )
     spec = calibration_spec(calibration)
     check_sizes(seq_len, token_budget)
     if samples is None:
@@ -506,7 +558,8 @@ def build_objective(
     elif samples.calibration != calibration:
         raise ValueError(f"calibration samples are for {samples.calibration!r}, not {calibration!r}")
     if spec.objective == "perplexity":
-        return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget)
+        reserve = samples.reserve if c4_packing == "exact" else None
+        return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget, reserve=reserve)
     return tlm_objective(
         samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context, loss=tlm_loss
     )

@@ -24,6 +24,7 @@ import torch
 
 from depthprune.allocator import give_back_free_memory
 from depthprune.calibration.objectives import Objective
+from depthprune.devices import release_cached_memory
 from depthprune.engine.dense_capture import State, capture_dense
 from depthprune.engine.memo import Memo, NullMemo, SqliteMemo, memo_key
 from depthprune.engine.records import EvalRecord, Evaluator, EvaluatorStats, GateDerivatives, MemoEntry, RemovedSet
@@ -116,6 +117,7 @@ class SubsetEvaluator(Evaluator):
             "calibration": self.calibration,
             "objective": self.objective_kind,
             "data_hash": self.objective.data_hash,
+            "calibration_tokens": self.objective.n_tokens,  # real tokens of the calibration rows
             "n_layers": self.n_layers,
             "dtype": dtype_name(self.loaded.dtype),
             "device_type": self.device.type,
@@ -153,10 +155,11 @@ class SubsetEvaluator(Evaluator):
         """L(∅), computed by the capture pass."""
         return self._dense_record
 
-    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
+    def gate_derivatives(self, method: str = "full_graph") -> tuple[np.ndarray, np.ndarray]:
         """g = ∂L/∂α and H = ∂²L/∂α² at α = 1 for gated blocks h ← h + α_i f_i(h)
-        (docs/method.md §4.6), computed in float32 at least (see engine/gate_derivatives.py).
-        They do not depend on M: the memo keeps them, so every budget's CBO reuses one computation."""
+        (docs/method.md §4.6), computed in float32 at least by ``method`` (engine/gate_derivatives.py).
+        They do not depend on M: the memo keeps them, so every budget's CBO reuses one computation
+        (whichever method computed them: the two agree to float32's resolution)."""
         stored = self.memo.get_derivatives()
         if stored is not None:
             self.gate_derivatives_memo_seconds = stored.cost_seconds
@@ -164,8 +167,16 @@ class SubsetEvaluator(Evaluator):
             return stored.grad, stored.hess
         from depthprune.engine.gate_derivatives import gate_derivatives
 
+        if method == "blockwise":
+            # The memory-bound path frees the state cache first (up to half the GPU, dense states
+            # included): the float32 copy and the block-local graphs need the room at 8B; later
+            # evaluations rebuild the states they need from the embeddings.
+            self.states.cache.clear()
+            release_cached_memory(self.device)
         started = time.perf_counter()
-        grad, hess, dtype = gate_derivatives(self.model, self.family, self.objective, self.device, self.head_chunk)
+        grad, hess, dtype = gate_derivatives(
+            self.model, self.family, self.objective, self.device, self.head_chunk, method=method
+        )
         self.stats.blocks_run += self.n_layers  # one gated forward pass (plus its backward passes)
         self.memo.put_derivatives(GateDerivatives(grad, hess, dtype_name(dtype), time.perf_counter() - started))
         self.gate_derivatives_memo_seconds = 0.0

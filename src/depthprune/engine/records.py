@@ -74,8 +74,9 @@ class Evaluator(Protocol):
         """Records for ``sets`` in order (a batch: the evaluator may share work inside it)."""
         ...
 
-    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
-        """g = ∂L/∂α (shape N) and H = ∂²L/∂α² (N × N) at α = 1 (docs/method.md §4.6)."""
+    def gate_derivatives(self, method: str = "full_graph") -> tuple[np.ndarray, np.ndarray]:
+        """g = ∂L/∂α (shape N) and H = ∂²L/∂α² (N × N) at α = 1 (docs/method.md §4.6), computed by
+        ``method`` (engine/gate_derivatives.py:DERIVATIVE_METHODS; the same values)."""
         ...
 
     def describe(self) -> dict:

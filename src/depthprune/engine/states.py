@@ -16,13 +16,13 @@ memory.
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 
+from depthprune.devices import state_budget
 from depthprune.engine.dense_capture import DenseCapture, State
 from depthprune.engine.records import EvaluatorStats, RemovedSet
 
@@ -62,6 +62,12 @@ class StateCache:
         if victim is None:
             victim = next(iter(self._entries))
         self.bytes -= self._entries.pop(victim)[1]
+
+    def clear(self) -> None:
+        """Drop every state, the dense ones too (PrefixStates.state_at then starts from the
+        embeddings): frees the accelerator for CBO's gate derivatives."""
+        self._entries.clear()
+        self.bytes = 0
 
     def __iter__(self) -> Iterator[StateKey]:
         return iter(list(self._entries))
@@ -104,16 +110,10 @@ class NullStateCache(StateCache):
         return [[key] for key in keys]
 
 
-def default_state_budget(state_device: torch.device) -> int:
-    """Half of the free accelerator memory, or an eighth of RAM (at most 8 GiB) on the CPU."""
-    if state_device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(state_device)
-        return int(free * 0.5)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 << 30
-    return int(min(total // 8, 8 << 30))
+def default_state_budget(state_device: torch.device, cuda_memory=None) -> int:
+    """Half of the free accelerator memory, or an eighth of RAM (at most 8 GiB) on the CPU
+    (devices.state_budget; ``cuda_memory`` replaces torch.cuda.mem_get_info in tests)."""
+    return state_budget(state_device, cuda_memory=cuda_memory)
 
 
 class PrefixStates:

@@ -97,9 +97,9 @@ class TracingEvaluator(Evaluator):
             self._records.setdefault(key, record)
         return list(records)
 
-    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
+    def gate_derivatives(self, method: str = "full_graph") -> tuple[np.ndarray, np.ndarray]:
         blocks_before = self._inner_blocks()
-        g, h = self.inner.gate_derivatives()
+        g, h = self.inner.gate_derivatives(method)
         self.blocks_run += self._inner_blocks() - blocks_before
         # Read from the memo (another budget's CBO computed them): charged as computed here.
         self.shared_memo_seconds += float(getattr(self.inner, "gate_derivatives_memo_seconds", 0.0))

@@ -50,6 +50,9 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
         "sa_steps": 20_000,
         "sa_final_temperature_ratio": 1e-3,
         "diagnostic_sets": 64,
+        # how g and H are computed (engine/gate_derivatives.py): the same values; blockwise's peak
+        # memory is one calibration row's, so it fits a GPU at 8B (config/paper.yaml)
+        "derivatives": "full_graph",
     }
     ranges = {
         "exact_limit": POSITIVE,
@@ -60,7 +63,7 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
         "sa_final_temperature_ratio": Range(0, 1, exclusive_minimum=True),
         "diagnostic_sets": Range(minimum=0),  # 0 turns the energy-loss diagnostic off
     }
-    choices = {"coefficients": ("gradient", "ablation")}
+    choices = {"coefficients": ("gradient", "ablation"), "derivatives": ("full_graph", "blockwise")}
 
     def uses_prior(self, params: dict) -> bool:
         return params["coefficients"] == "ablation"  # gradient coefficients come from one gated pass
@@ -71,7 +74,7 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
             raise ValueError(f"search algorithm 'cbo': rerank must be at least 1, got {k}")
         allowed = np.asarray(problem.allowed)
         if params["coefficients"] == "gradient":
-            linear, quadratic = gradient_energy(problem, allowed)
+            linear, quadratic = gradient_energy(problem, allowed, params["derivatives"])
         else:
             linear, quadratic = ablation_energy(problem, allowed)
         n_sets = math.comb(len(allowed), problem.budget)
@@ -134,9 +137,11 @@ def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records
     return out
 
 
-def gradient_energy(problem: SearchProblem, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gradient_energy(
+    problem: SearchProblem, allowed: np.ndarray, derivatives: str = "full_graph"
+) -> tuple[np.ndarray, np.ndarray]:
     """(linear, quadratic) of E(x) = linearᵀx + ½xᵀQx from the gate derivatives: −g and H."""
-    g, h = problem.evaluator.gate_derivatives()
+    g, h = problem.evaluator.gate_derivatives(derivatives)
     n = problem.n_layers
     if g.shape != (n,) or h.shape != (n, n):
         raise ValueError(f"gate_derivatives: expected shapes ({n},) and ({n}, {n}), got {g.shape} and {h.shape}")

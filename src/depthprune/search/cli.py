@@ -16,6 +16,7 @@ from depthprune.cli_common import (
     add_evaluator_args,
     add_model_args,
     build_evaluator,
+    c4_packing,
     calibration_label,
     check_calibration_inputs,
     load_model_from_args,
@@ -133,6 +134,7 @@ def heldout_objective(args: argparse.Namespace, loaded, samples):
         shared_context=args.tlm_context == "shared",
         samples=samples,
         tlm_loss=tlm_loss(args),
+        c4_packing=c4_packing(args),
     )
 
 

@@ -76,7 +76,7 @@ class SyntheticEvaluator(Evaluator):
             records.append(EvalRecord(key, loss, accuracy, hit, 0 if hit else naive, seconds, cost_seconds=cost))
         return records
 
-    def gate_derivatives(self) -> tuple[np.ndarray, np.ndarray]:
+    def gate_derivatives(self, method: str = "full_graph") -> tuple[np.ndarray, np.ndarray]:
         self.gate_derivative_calls += 1
         return -self.unary.copy(), self.pairwise.copy()
 
