@@ -465,3 +465,11 @@ def test_results_folder_with_a_space(tmp_path):
     assert (figures / "figure1.png").exists()
     searches = [c for c in run.calls() if c["command"] == "search"]
     assert searches and all(c["argv"][c["argv"].index("--prior") + 1].startswith(str(results)) for c in searches)
+
+
+def test_readme_quotes_the_paper_presets_dry_run_job_count():
+    """The README's cluster section states the job count that the dry run above plans."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    jobs = PRESET_JOBS[("config/paper.yaml",)]
+    assert f"The paper preset plans {jobs} jobs" in readme
+    assert f"plan: jobs={jobs} " in readme  # depthprune plan's last line agrees (tests/test_plan.py runs it)

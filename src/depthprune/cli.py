@@ -23,6 +23,7 @@ COMMANDS = (
     "depthprune.evaluation.cli",  # evaluate
     "depthprune.reporting.cli",  # aggregate, render
     "depthprune.timing.cli",  # timing {evaluator,search,evaluate,stages} (alias: bench)
+    "depthprune.plan_cli",  # plan (a study's jobs, FLOPs, memory and GPU-hours before it runs)
 )
 
 

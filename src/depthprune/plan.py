@@ -1,0 +1,525 @@
+"""`depthprune plan`: what a study costs before it runs (jobs, forward FLOPs, peak memory, wall time).
+
+Everything is counted from the merged config (config.yaml and the presets, merged as Snakemake
+merges them: mappings key by key, lists replaced) and each model's ``config.json`` (the hub cache,
+the converted embedded models under ``model_cache_dir``, or the bundled copies of the paper's three
+models in ``depthprune/models/configs/``; no weights are read). Per rule:
+
+* jobs: as the workflow plans them (one prior per model x calibration x seed, one search per
+  algorithm and budget on top, the evaluation passes of ``evaluation.pass_per``);
+* forward FLOPs: 2 per weight and token in the blocks and the LM head, plus the attention's
+  4 * context * (heads * head_dim) per token and block, counted at the length the kernels run;
+* evaluations per search from its hyper-parameters (``search_evaluations``: greedy's and beam's
+  steps, the GA's population x generations, BO's trials, ...), each running the blocks the
+  engine runs for it (``ENGINE_BLOCK_FRACTION``: measured blocks per evaluation of the committed
+  default study, results/aggregate/selections.csv, when present);
+* peak memory per job: weights + activations of one forward batch + the state cache at its cap;
+* wall time = FLOPs / throughput (``--throughput`` TFLOP/s) + loading the weights.
+
+Token counts come from the model's own tokenizer when it is local, else from the embedded SmolLM2
+tokenizer on the same data (the paper models' tokenizers are not reachable offline), and the
+lm-eval token counts from ``models/configs/evaluation_tokens.json`` (measured on the offline mirror
+with that tokenizer; scripts in its header).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+log = logging.getLogger(__name__)
+BUNDLED_CONFIGS = Path(__file__).parent / "models" / "configs"
+EVALUATION_TOKENS = BUNDLED_CONFIGS / "evaluation_tokens.json"
+GIB = 1 << 30
+PERPLEXITY_CORPORA = ("wikitext2", "c4")
+TOKEN_BUDGET = 16384  # the CLI's --token-budget default (cli_common.add_evaluator_args)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def merge(base: Mapping, override: Mapping) -> dict:
+    """Snakemake's merge of config files: mappings merged key by key, everything else replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(configfiles: Sequence[str | Path], base: str | Path | None = "config.yaml") -> dict:
+    config: dict = {}
+    for path in ([base] if base else []) + list(configfiles):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                config = merge(config, yaml.safe_load(handle) or {})
+        except FileNotFoundError:
+            raise FileNotFoundError(f"--configfile {path}: no such file") from None
+    if not config.get("models"):
+        raise ValueError("config: models: no model to plan")
+    return config
+
+
+# --------------------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the FLOPs and memory depend on, from a model's config.json."""
+
+    name: str
+    n_layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+
+    @classmethod
+    def from_config(cls, name: str, cfg: Mapping) -> ModelShape:
+        if "text_config" in cfg:  # multimodal wrappers (Gemma 3) keep the decoder's values inside
+            cfg = {**cfg, **cfg["text_config"]}
+        heads = int(cfg["num_attention_heads"])
+        return cls(
+            name=name,
+            n_layers=int(cfg["num_hidden_layers"]),
+            hidden=int(cfg["hidden_size"]),
+            heads=heads,
+            kv_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
+            intermediate=int(cfg["intermediate_size"]),
+            vocab=int(cfg["vocab_size"]),
+            tied=bool(cfg.get("tie_word_embeddings", False)),
+        )
+
+    @property
+    def block_params(self) -> int:
+        attention = self.hidden * self.head_dim * (2 * self.heads + 2 * self.kv_heads)  # q, o; k, v
+        return attention + 3 * self.hidden * self.intermediate  # gated MLP: gate, up, down
+
+    @property
+    def head_params(self) -> int:
+        return self.hidden * self.vocab
+
+    @property
+    def params(self) -> int:
+        return self.n_layers * self.block_params + self.head_params * (1 if self.tied else 2)
+
+    def block_flops(self, tokens: int, context: int) -> float:
+        """Forward FLOPs of one block over ``tokens`` tokens attending over ``context`` positions."""
+        return tokens * (2.0 * self.block_params + 4.0 * context * self.heads * self.head_dim)
+
+    def head_flops(self, tokens: int) -> float:
+        return 2.0 * tokens * self.head_params
+
+
+def model_config(entry: Mapping, model_cache_dir: str | Path) -> dict:
+    """config.json of a model_table entry: converted embedded/tiny models, the hub cache, or bundled."""
+    spec = str(entry["spec"])
+    if spec.startswith("tiny:"):
+        from depthprune.models.tiny import parse_tiny_spec, tiny_config
+
+        family, n_layers = parse_tiny_spec(spec)
+        return tiny_config(family, n_layers).to_dict()
+    if spec.startswith("embedded:"):
+        path = Path(model_cache_dir) / spec.split(":", 1)[1] / "config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: not converted yet (run `depthprune prepare-model --model {spec}`)")
+        return json.loads(path.read_text())
+    local = Path(spec) / "config.json"
+    if local.is_file():
+        return json.loads(local.read_text())
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(spec, "config.json")
+        if isinstance(cached, str):
+            return json.loads(Path(cached).read_text())
+    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
+        pass
+    bundled = BUNDLED_CONFIGS / spec.replace("/", "--") / "config.json"
+    if bundled.is_file():
+        return json.loads(bundled.read_text())
+    raise FileNotFoundError(
+        f"model {spec!r}: no config.json in the hub cache or in {BUNDLED_CONFIGS} (download it once)"
+    )
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+@cache
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def planning_tokenizer(entry: Mapping, model_cache_dir: str | Path):
+    """The model's own tokenizer where it is local, else the embedded SmolLM2's."""
+    spec = str(entry["spec"])
+    for candidate in (Path(model_cache_dir) / spec.split(":", 1)[-1], Path(spec)):
+        if (candidate / "tokenizer.json").is_file() or (candidate / "tokenizer_config.json").is_file():
+            return _tokenizer(str(candidate))
+    fallback = Path(model_cache_dir) / "smollm2-135m"
+    if not (fallback / "tokenizer.json").is_file():
+        from depthprune.models import materialise
+
+        materialise("embedded:smollm2-135m", model_cache_dir)
+    return _tokenizer(str(fallback))
+
+
+@dataclass(frozen=True)
+class CalibrationTokens:
+    tokens: int  # real tokens per evaluation (all rows)
+    scored: int  # tokens whose log-probability enters the loss (the LM head runs on these)
+    seq_len: int  # the longest row (the attention context)
+
+
+# Token counts per (tokenizer, data, settings): the paper's three models share the planning tokenizer,
+# and --write-profile plans twice, so each count is tokenised once per process.
+_TOKEN_COUNTS: dict[tuple, object] = {}
+
+
+def _counted(key: tuple, count):
+    if key not in _TOKEN_COUNTS:
+        _TOKEN_COUNTS[key] = count()
+    return _TOKEN_COUNTS[key]
+
+
+def calibration_tokens(config: Mapping, label: str, tokenizer, seed: int, data_dir) -> CalibrationTokens:
+    key = ("calibration", tokenizer.name_or_path, label, seed, str(data_dir))
+    key += (
+        json.dumps(config["calibration"], sort_keys=True),
+        json.dumps(config.get("calibration_sizes"), sort_keys=True),
+    )
+    return _counted(key, lambda: _calibration_tokens(config, label, tokenizer, seed, data_dir))
+
+
+def _calibration_tokens(config: Mapping, label: str, tokenizer, seed: int, data_dir) -> CalibrationTokens:
+    from depthprune.calibration.objectives import build_objective
+    from depthprune.calibration.specs import calibration_spec
+    from depthprune.calibration.variants import study_variants
+
+    variant = next(
+        v for v in study_variants(config["calibrations"], config.get("calibration_sizes"), None) if v.label == label
+    )
+    spec = calibration_spec(variant.base)
+    sizes = dict(config["calibration"][spec.objective])
+    n_samples = getattr(variant, "n_samples", None) or sizes["n_samples"]
+    seq_len = getattr(variant, "seq_len", None) or sizes["seq_len"]
+    objective = build_objective(
+        variant.base,
+        tokenizer,
+        data_dir,
+        n_samples=int(n_samples),
+        seq_len=int(seq_len),
+        seed=seed if variant.seed is None else variant.seed,
+        tlm_format=sizes.get("format", "text"),
+        token_budget=max(int(seq_len), 8192),
+        c4_packing=sizes.get("packing", "exact") if spec.objective == "perplexity" else "exact",
+    )
+    longest = max(int(b.attention_mask.sum(dim=1).max()) for b in objective.batches)
+    return CalibrationTokens(objective.n_tokens, int(objective.n_scored), longest)
+
+
+def evaluation_tokens(config: Mapping, tokenizer, data_dir) -> dict[str, tuple[int, int]]:
+    """Per benchmark: (tokens per evaluated set, attention context); ``data_dir``: where the
+    planner reads the data (the study's mirror, or one standing in for the hub)."""
+    settings = config["evaluation"]
+    seq_len = int(settings["ppl_seq_len"])
+    counts = json.loads(EVALUATION_TOKENS.read_text())["tasks"]
+    out = {}
+    for task in settings["tasks"]:
+        if task in PERPLEXITY_CORPORA:
+            tokens = corpus_tokens(task, tokenizer, data_dir)
+            if task == "c4" and config.get("data_dir") is None:
+                tokens = counts["c4"]["tokens"]  # the hub's whole validation shard (the mirror has 1000 documents)
+            cap = settings.get("ppl_max_tokens")
+            tokens = min(tokens, cap) if cap else tokens
+            out[task] = ((tokens // seq_len) * seq_len, seq_len)
+        else:
+            entry = counts[task]
+            limit = settings.get("limit")
+            share = min(1.0, limit / entry["docs"]) if limit else 1.0
+            out[task] = (int(entry["tokens"] * share), int(entry["context"]))
+    return out
+
+
+def corpus_tokens(task: str, tokenizer, data_dir) -> int:
+    from depthprune.evaluation.perplexity import load_corpus_texts, tokenize_corpus
+
+    def count() -> int:
+        return int(tokenize_corpus(tokenizer, load_corpus_texts(task, data_dir)).numel())
+
+    return _counted(("corpus", tokenizer.name_or_path, task, str(data_dir)), count)
+
+
+# --------------------------------------------------------------------------- searches
+
+
+def search_evaluations(algorithm: str, params: Mapping, n: int, m: int) -> int:
+    """Distinct subset evaluations a search spends (beyond the prior it reads), from its
+    hyper-parameters: an upper bound (repeated proposals are answered by the memo)."""
+    base = algorithm.removesuffix("_random")
+    if base == "one_shot":
+        return 1
+    if base == "greedy":  # step k tries every remaining layer
+        return sum(n - k for k in range(m))
+    if base == "beam":
+        width = int(params.get("beam_width", 5))
+        return n + sum(width * (n - k) for k in range(1, m))
+    if base == "ga":
+        return int(params.get("population", 16)) * int(params.get("generations", 10))
+    if base == "bo":
+        return int(params.get("n_trials", 200))
+    if base == "cbo":
+        rerank = int(params.get("rerank", 16))
+        if params.get("coefficients", "gradient") == "ablation":
+            return rerank + n * (n - 1) // 2  # pairwise ablations (singles: the prior)
+        return rerank
+    if base == "fast_block_select":
+        longest = int(params.get("max_block_len", 3))
+        candidates = sum(n - length + 1 for length in range(2, longest + 1))
+        return candidates + int(params.get("max_iters", 10)) * int(params.get("top_k", 8)) * longest
+    if base == "exhaustive":
+        return math.comb(n, m)
+    raise ValueError(f"search_params: no evaluation count for algorithm {algorithm!r}")
+
+
+def engine_block_fraction(selections_csv: str | Path = "results/aggregate/selections.csv") -> dict[str, float]:
+    """Blocks the engine ran per evaluation / the blocks of a pruned forward (N - M), per algorithm,
+    measured on the committed default study (prefix-state cache and memo); 1.0 where unmeasured."""
+    path = Path(selections_csv)
+    if not path.is_file():
+        return {}
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    naive = frame["distinct_evaluations"] * (frame["n_layers"] - frame["budget"])
+    frame = frame.assign(naive=naive)
+    sums = frame.groupby("algorithm")[["blocks_run", "naive"]].sum()
+    return {name: float(row.blocks_run / row.naive) for name, row in sums.iterrows() if row.naive > 0}
+
+
+# --------------------------------------------------------------------------- plan
+
+
+@dataclass
+class RulePlan:
+    rule: str
+    jobs: int = 0
+    flops: float = 0.0
+    peak_gib: float = 0.0
+    max_job_seconds: float = 0.0
+    seconds: float = 0.0
+    gpu: bool = True
+
+
+@dataclass
+class Plan:
+    rules: dict[str, RulePlan] = field(default_factory=dict)
+    throughput_tflops: float = 1.0
+
+    def add(self, rule: str, flops: float, peak_bytes: float, load_seconds: float, gpu: bool = True) -> None:
+        entry = self.rules.setdefault(rule, RulePlan(rule, gpu=gpu))
+        seconds = flops / (self.throughput_tflops * 1e12) + load_seconds
+        entry.jobs += 1
+        entry.flops += flops
+        entry.seconds += seconds
+        entry.max_job_seconds = max(entry.max_job_seconds, seconds)
+        entry.peak_gib = max(entry.peak_gib, peak_bytes / GIB)
+
+    @property
+    def jobs(self) -> int:
+        return sum(r.jobs for r in self.rules.values())
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(r.seconds for r in self.rules.values() if r.gpu) / 3600
+
+    @property
+    def peak_gpu_gib(self) -> float:
+        return max((r.peak_gib for r in self.rules.values() if r.gpu), default=0.0)
+
+
+def dtype_bytes(entry: Mapping, device: str) -> int:
+    dtype = entry.get("dtype", "auto")
+    if dtype == "auto":  # models/loading.resolve_dtype: bfloat16 on CUDA, float32 on an AVX2 CPU
+        return 2 if device == "cuda" else 4
+    return {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
+
+
+def activation_bytes(shape: ModelShape, tokens: int, context: int, nbytes: int, head_chunk: int = 2048) -> float:
+    """One forward batch of ``tokens`` tokens: the residual stream, the MLP's three intermediates,
+    the attention scores of ``tokens / context`` rows (math kernel) and one LM-head chunk (float32)."""
+    rows = max(1, tokens // max(context, 1))
+    stream = 4 * tokens * shape.hidden * nbytes
+    mlp = 3 * tokens * shape.intermediate * nbytes
+    scores = 2 * rows * shape.heads * context * context * nbytes
+    head = 2 * min(tokens, head_chunk) * shape.vocab * 4
+    return stream + mlp + scores + head
+
+
+def state_cache_bytes(
+    config: Mapping, shape: ModelShape, tokens: int, nbytes: int, weights: float, gpu_gib: float
+) -> float:
+    """The prefix-state cache at its cap: every block's output state (N states of the calibration
+    tokens), capped by evaluator.state_cache_gib or default_state_budget (half the memory left)."""
+    from depthprune.devices import budget_from_free_memory
+
+    wanted = shape.n_layers * tokens * shape.hidden * nbytes
+    cap_gib = (config.get("evaluator") or {}).get("state_cache_gib")
+    if cap_gib is not None:
+        return min(wanted, float(cap_gib) * GIB)
+    free = max(gpu_gib * GIB - weights, 0)
+    return min(wanted, budget_from_free_memory(int(free)))
+
+
+def build_plan(
+    config: Mapping,
+    throughput_tflops: float,
+    *,
+    model_cache_dir: str | Path | None = None,
+    gpu_gib: float = 80.0,
+    load_gbps: float = 2.0,
+    selections_csv: str | Path = "results/aggregate/selections.csv",
+    data_dir: str | Path | None = None,
+) -> Plan:
+    """The study's plan at ``throughput_tflops`` (see the module docstring)."""
+    from depthprune import workflow
+
+    if throughput_tflops <= 0:
+        raise ValueError(f"--throughput must be positive (got {throughput_tflops})")
+    plan = Plan(throughput_tflops=throughput_tflops)
+    data_dir = data_dir or config.get("data_dir")
+    if data_dir is None:
+        raise ValueError(
+            "plan: token counts need the data: pass --data-dir (e.g. ../shared/data; a study on the hub "
+            "is planned with the mirror's documents and the hub's C4 shard size)"
+        )
+    cache_dir = model_cache_dir or config.get("model_cache_dir", "resources/models")
+    device = "cuda" if config.get("device") == "cuda" else "cpu"
+    fraction = engine_block_fraction(selections_csv)
+    labels = workflow.calibration_labels(config)
+    per_model = config["evaluation"].get("pass_per", "model") == "model"
+    for model in config["models"]:
+        entry = config["model_table"][model]
+        model_cfg = model_config(entry, cache_dir)
+        shape = ModelShape.from_config(model, model_cfg)
+        nbytes = dtype_bytes(entry, device)
+        weights = shape.params * nbytes
+        load = weights / (load_gbps * 1e9)
+        tokenizer = planning_tokenizer(entry, cache_dir)
+        n, budgets = shape.n_layers, workflow.model_budgets(config, model)
+        plan.add("prepare_model", 0.0, shape.params * 4, shape.params * 4 / (load_gbps * 1e9), gpu=False)
+        eval_tokens = evaluation_tokens(config, tokenizer, data_dir)
+        batch_size = int(config["evaluation"].get("batch_size") or 8)  # windows / requests per forward
+        eval_peak = weights + max(
+            activation_bytes(shape, min(t, batch_size * c), c, nbytes) for t, c in eval_tokens.values()
+        )
+        for seed in config["seeds"]:
+            sets = 0
+            for label in labels:
+                cal = calibration_tokens(config, label, tokenizer, int(seed), data_dir)
+                per_block = shape.block_flops(cal.tokens, cal.seq_len)
+                batch = min(
+                    cal.tokens,
+                    max(cal.seq_len, int((config.get("evaluator") or {}).get("token_budget") or TOKEN_BUDGET)),
+                )
+                peak = weights + activation_bytes(shape, batch, cal.seq_len, nbytes)
+                peak += state_cache_bytes(config, shape, cal.tokens, nbytes, weights, gpu_gib)
+                # prior: the dense model, then each single ablation from the cached state below it
+                prior_blocks = n + n * (n - 1) / 2
+                plan.add("prior", prior_blocks * per_block + (n + 1) * shape.head_flops(cal.scored), peak, load)
+                for budget in budgets:
+                    for algorithm in config["algorithms"]:
+                        params = dict(config["search_params"].get(algorithm) or {})
+                        evals = search_evaluations(algorithm, params, n, budget)
+                        blocks = evals * (n - budget) * fraction.get(algorithm, 1.0)
+                        flops = blocks * per_block + evals * shape.head_flops(cal.scored)
+                        job_peak = peak
+                        if algorithm.startswith("cbo") and params.get("coefficients", "gradient") == "gradient":
+                            # gate derivatives: forward, backward, and a double backward per Hessian row
+                            dense = n * per_block + shape.head_flops(cal.scored)
+                            flops += (3 + 4 * n) * dense
+                            method = params.get("derivatives", "full_graph")
+                            rows = max(1, min(cal.tokens, TOKEN_BUDGET) // max(cal.seq_len, 1))
+                            job_peak = max(peak, derivative_peak(model_cfg, cal.seq_len, nbytes, method, rows))
+                        plan.add("search", flops, job_peak, load)
+                    cell_sets = len(config["algorithms"])
+                    sets += cell_sets
+                    if not per_model:
+                        plan.add(
+                            "evaluate_selections",
+                            _eval_flops(shape, eval_tokens, cell_sets, n - budget),
+                            eval_peak,
+                            load,
+                        )
+            if per_model:
+                dense_sets = 1 if seed == config["seeds"][0] else 0
+                flops = sum(_eval_flops(shape, eval_tokens, sets // len(budgets), n - b) for b in budgets)
+                flops += _eval_flops(shape, eval_tokens, dense_sets, n)
+                plan.add("evaluate_pass", flops, eval_peak, load)
+                for _ in range(len(labels) * len(budgets)):
+                    plan.add("evaluate_selections", 0.0, 0.0, 0.0, gpu=False)
+        if per_model:
+            plan.add("evaluate_dense", 0.0, 0.0, 0.0, gpu=False)
+        else:
+            plan.add("evaluate_dense", _eval_flops(shape, eval_tokens, 1, n), eval_peak, load)
+    plan.add("aggregate", 0.0, 0.0, 0.0, gpu=False)
+    plan.add("render", 0.0, 0.0, 0.0, gpu=False)
+    plan.add("all", 0.0, 0.0, 0.0, gpu=False)
+    return plan
+
+
+@cache
+def _derivative_peak(config_json: str, seq_len: int, nbytes: int, method: str, rows: int) -> float:
+    from depthprune.engine import gate_memory
+
+    config = json.loads(config_json)
+    if method == "blockwise":
+        return float(gate_memory.blockwise_peak_bytes(config, seq_len, nbytes))
+    return float(gate_memory.whole_graph_bytes(config, rows, seq_len, nbytes))
+
+
+def derivative_peak(config: Mapping, seq_len: int, nbytes: int, method: str = "full_graph", rows: int = 1) -> float:
+    """CBO's gate derivatives' peak (engine/gate_memory.py, meta device) by ``method`` (the whole
+    graph of a micro-batch of ``rows`` rows, or one row block by block); 0 (not counted, logged)
+    for an architecture the meta-device count cannot build."""
+    try:
+        return _derivative_peak(json.dumps(config, sort_keys=True), seq_len, nbytes, method, rows)
+    except Exception as err:  # an architecture whose decoder layer takes other arguments
+        log.warning("plan: CBO derivative memory not counted for %s (%s)", config.get("model_type"), err)
+        return 0.0
+
+
+def _eval_flops(shape: ModelShape, eval_tokens: Mapping[str, tuple[int, int]], sets: int, blocks: int) -> float:
+    return sets * sum(blocks * shape.block_flops(t, c) + shape.head_flops(t) for t, c in eval_tokens.values())
+
+
+def format_plan(plan: Plan) -> str:
+    lines = [f"{'rule':<20} {'jobs':>5} {'PFLOP':>12} {'peak GiB':>9} {'max job h':>10} {'GPU h':>9}"]
+    for rule in plan.rules.values():
+        gpu_hours = rule.seconds / 3600 if rule.gpu else 0.0
+        lines.append(
+            f"{rule.rule:<20} {rule.jobs:>5} {rule.flops / 1e15:>12.4g} {rule.peak_gib:>9.1f} "
+            f"{rule.max_job_seconds / 3600:>10.3f} {gpu_hours:>9.2f}"
+        )
+    total_flops = sum(r.flops for r in plan.rules.values())
+    total_hours = sum(r.seconds for r in plan.rules.values()) / 3600
+    lines.append(f"{'total':<20} {plan.jobs:>5} {total_flops / 1e15:>12.4g} {'':>9} {'':>10} {plan.gpu_hours:>9.2f}")
+    lines.append(f"wall time of all jobs one after another at {plan.throughput_tflops:g} TFLOP/s: {total_hours:.3f} h")
+    lines.append(f"plan: jobs={plan.jobs} gpu_hours={plan.gpu_hours:.1f} peak_gpu_gib={plan.peak_gpu_gib:.1f}")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""`depthprune plan` (science: plan.py) and `depthprune plan --write-profile` (slurm_profile.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="a study's jobs, forward FLOPs, peak memory and projected hours, before it runs",
+        description="Per rule and in total: jobs, forward FLOPs, peak memory per job and wall time at "
+        "--throughput; last line `plan: jobs=N gpu_hours=H peak_gpu_gib=G`. Reads config.json files "
+        "only (hub cache, converted models or the bundled paper models), never weights.",
+    )
+    parser.add_argument(
+        "--configfile", nargs="*", default=[], help="presets layered over --base, as snakemake --configfile"
+    )
+    parser.add_argument("--base", default="config.yaml", help="the study's base config (default config.yaml)")
+    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="overrides (YAML values)")
+    parser.add_argument(
+        "--throughput",
+        type=float,
+        required=True,
+        help="sustained TFLOP/s of one job's device (scripts/gpu_check.sh prints it)",
+    )
+    parser.add_argument(
+        "--gpu-gib", type=float, default=80.0, help="device memory for the state cache's cap (default 80)"
+    )
+    parser.add_argument("--load-gbps", type=float, default=2.0, help="GB/s at which weights load (default 2)")
+    parser.add_argument("--model-cache-dir", help="converted models (default: the config's model_cache_dir)")
+    parser.add_argument(
+        "--selections", default="results/aggregate/selections.csv", help="measured blocks per evaluation (aggregate)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="data the token counts are read from (default: the config's data_dir, else ../shared/data if present)",
+    )
+    parser.add_argument("--write-profile", help="write the SLURM profile with runtimes from this plan to this file")
+    parser.set_defaults(func=run)
+
+
+def overrides(items: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--config {item!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from depthprune import plan as planning
+
+    config = planning.merge(planning.load_config(args.configfile, args.base), overrides(args.config))
+    data_dir = args.data_dir or config.get("data_dir")
+    if data_dir is None and Path("../shared/data/c4/train.jsonl").is_file():
+        data_dir = "../shared/data"  # the offline mirror: the hub's documents (the planner reads no hub)
+    plan = planning.build_plan(
+        config,
+        args.throughput,
+        model_cache_dir=args.model_cache_dir,
+        gpu_gib=args.gpu_gib,
+        load_gbps=args.load_gbps,
+        selections_csv=args.selections,
+        data_dir=data_dir,
+    )
+    if args.write_profile:
+        from depthprune.io import atomic_write_text
+        from depthprune.slurm_profile import render_profile
+
+        # evaluate_pass's runtime: the one-pass-per-model layout of the same study
+        one_pass = planning.merge(config, {"evaluation": {"pass_per": "model"}})
+        per_model = planning.build_plan(
+            one_pass,
+            args.throughput,
+            model_cache_dir=args.model_cache_dir,
+            gpu_gib=args.gpu_gib,
+            load_gbps=args.load_gbps,
+            selections_csv=args.selections,
+            data_dir=data_dir,
+        )
+        text = render_profile(plan, args.configfile, args.throughput, per_model)
+        atomic_write_text(args.write_profile, text)
+    print(planning.format_plan(plan))
+    return 0
