@@ -232,39 +232,14 @@ TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 
 
 # --------------------------------------------------------------------------- CLI arguments
-# Each binds a depthprune.workflow function to `config` (a params: function of the rules).
 
 
-def model_args(wildcards):
-    return wf.model_args(config, wildcards)
-
-
-def prepare_model_args(wildcards):
-    return wf.prepare_model_args(config, wildcards)
-
-
-def calibration_args(wildcards):
-    return wf.calibration_args(
-        config, wildcards
-    )  # --data-dir comes through data_dir_param
-
-
-def evaluator_args(wildcards):
-    return wf.evaluator_args(
-        config, wildcards
-    )  # memo_journal comes through memo_journal_param
-
-
-def search_param_args(wildcards):
-    return wf.search_param_args(config, wildcards)
-
-
-def heldout_args(wildcards):
-    return wf.heldout_args(config, wildcards)
-
-
-def evaluation_args(wildcards):
-    return wf.evaluation_args(config, wildcards)  # + data_dir_param
+def cli_options(name):
+    """A `params:` function of the rules: depthprune.workflow's argument builder `name` (a function
+    of config and wildcards: model_args, calibration_args, evaluator_args, search_param_args,
+    heldout_args, evaluation_args, prepare_model_args) bound to `config`."""
+    build = getattr(wf, name)
+    return lambda wildcards: build(config, wildcards)
 
 
 def analysis_args(wildcards):

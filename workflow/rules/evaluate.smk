@@ -29,8 +29,8 @@ rule evaluate_pass:
         gpu=config["resources"]["gpu"],
         mem_mb=config["resources"]["mem_mb"],
     params:
-        model=model_args,
-        evaluation=evaluation_args,
+        model=cli_options("model_args"),
+        evaluation=cli_options("evaluation_args"),
         # Code and package versions, dtype, the benchmark data's content: a change reruns the job.
         provenance=provenance_param("evaluation"),
         sets=selection_args,
@@ -68,8 +68,8 @@ rule evaluate_selections:
         gpu=config["resources"]["gpu"],
         mem_mb=config["resources"]["mem_mb"],
     params:
-        model=model_args,
-        evaluation=evaluation_args,
+        model=cli_options("model_args"),
+        evaluation=cli_options("evaluation_args"),
         # Code and package versions, dtype, the benchmark data's content: a change reruns the job.
         provenance=provenance_param("evaluation"),
         sets=selection_and_outputs,
@@ -103,8 +103,8 @@ rule evaluate_dense:
         gpu=config["resources"]["gpu"],
         mem_mb=config["resources"]["mem_mb"],
     params:
-        model=model_args,
-        evaluation=evaluation_args,
+        model=cli_options("model_args"),
+        evaluation=cli_options("evaluation_args"),
         # Code and package versions, dtype, the benchmark data's content: a change reruns the job.
         provenance=provenance_param("evaluation"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):

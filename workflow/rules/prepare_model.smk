@@ -17,6 +17,6 @@ rule prepare_model:
     resources:
         mem_mb=config["resources"]["mem_mb"],
     params:
-        model=prepare_model_args,
+        model=cli_options("prepare_model_args"),
     shell:
         "depthprune --log-file {log:q} prepare-model {params.model} --out {output:q}"

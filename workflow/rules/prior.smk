@@ -19,9 +19,9 @@ rule prior:
         gpu=config["resources"]["gpu"],
         mem_mb=config["resources"]["mem_mb"],
     params:
-        model=model_args,
-        calibration=calibration_args,
-        evaluator=evaluator_args,
+        model=cli_options("model_args"),
+        calibration=cli_options("calibration_args"),
+        evaluator=cli_options("evaluator_args"),
         # Code and package versions, dtype, the calibration data's content: a change reruns the job.
         provenance=provenance_param("calibration"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):

@@ -23,12 +23,12 @@ rule search:
         mem_mb=config["resources"]["mem_mb"],
     params:
         # Only this algorithm's hyper-parameters: editing one reruns only its searches.
-        hyperparameters=search_param_args,
+        hyperparameters=cli_options("search_param_args"),
         workdir=search_workdir,
-        model=model_args,
-        calibration=calibration_args,
-        evaluator=evaluator_args,
-        heldout=heldout_args,  # the selected set's held-out loss (calibration.<objective>.heldout_samples)
+        model=cli_options("model_args"),
+        calibration=cli_options("calibration_args"),
+        evaluator=cli_options("evaluator_args"),
+        heldout=cli_options("heldout_args"),  # the selected set's held-out loss (calibration.<objective>.heldout_samples)
         # Code and package versions, dtype, the calibration data's content: a change reruns the job.
         provenance=provenance_param("calibration"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):
