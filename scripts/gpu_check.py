@@ -10,27 +10,30 @@ Three parts, one result line each, then ``gpu_check: ok throughput_tflops=X peak
    CPU (the reference) and once on CUDA. Equal means: every calibration loss and every evaluation
    metric within rel 1e-4 (TF32 off), and the same greedy set. Under --cpu both runs are on the
    CPU (a self-consistency check; the line says so).
-2. ``llama3_8b_random``: a random-weight model (seed 0) with the bundled Meta-Llama-3-8B config in
-   bfloat16 (under --cpu: dtype auto, float32 on CPUs without native bfloat16), no download; the prior and a few greedy steps at the paper's 64 x 2048 tokens, timed,
-   against naive scoring (the blocks physically removed, one plain forward per candidate, on a sample
-   of about 6 candidates, extrapolated to all requested sets). Equal means the same loss per set within
-   rel 2e-3 in bfloat16, 1e-5 in float32 (the engine runs the same block calls; batching can change
-   the rounding). The
-   line gives the prior's spread (how far the single-layer losses are apart, so the check means
-   something), the speed ratio naive/engine and the peak GPU memory.
+2. ``llama3_8b_random``: a random-weight model (seed 0) with the bundled Meta-Llama-3-8B config
+   in bfloat16 (under --cpu: dtype auto, float32 on a CPU without native bfloat16), no download:
+   the prior and two greedy steps at the paper's 64 x 2048 calibration tokens, timed, against
+   naive scoring (the blocks physically removed, one plain forward per set) on 6 of the requested
+   sets (dense, two singles, three of the last greedy step's; 4 under --small), its time
+   extrapolated to every requested set. Equal means the same loss per set within rel 2e-3 in
+   bfloat16, 1e-5 in float32 (the engine runs the same block calls; batching may change the
+   rounding). The line also gives the prior's spread (how far apart the single-layer losses are:
+   the check only means something if it is well above the tolerance), the speed ratio
+   naive/engine and the peak GPU memory (torch.cuda.max_memory_allocated).
 3. ``throughput``: the engine's forward FLOPs (depthprune.plan.ModelShape: blocks run x block FLOPs
    + LM-head FLOPs per distinct evaluation) per second of part 2: the number `depthprune plan
    --throughput` takes.
 
 --small scales everything down so that the test suite runs it on the CPU (tests/test_gpu_check.py):
 part 1 on the 8-block tiny random Llama (tiny:llama-8, SmolLM2's tokenizer) with 2 x 32 tokens, M=2
-and WikiText-2 only; part 2 with 4 blocks of width 128 and 2 x 32 tokens, naive on 3 sets. Its TFLOP/s mean nothing.
+and WikiText-2 only; part 2 with 4 blocks of width 128 and 2 x 32 tokens. Its TFLOP/s mean nothing.
 --out DIR writes DIR/gpu_check.json with every measurement (the lines' numbers and more).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -76,17 +79,12 @@ def timed(device, fn):
 def namespace(args, device, dtype, n_samples, seq_len, model=SMOLLM2):
     from depthprune.cli_common import shared_namespace
 
+    # fmt: off
     return shared_namespace(
-        model=model,
-        dtype=dtype,
-        device=device,
-        calibration="ppl_c4",
-        n_samples=n_samples,
-        seq_len=seq_len,
-        seed=0,
-        data_dir=args.data_dir,
-        model_cache_dir=args.model_cache_dir,
+        model=model, dtype=dtype, device=device, calibration="ppl_c4", n_samples=n_samples, seq_len=seq_len,
+        seed=0, data_dir=args.data_dir, model_cache_dir=args.model_cache_dir,
     )
+    # fmt: on
 
 
 # --------------------------------------------------------------------------- part 1
@@ -126,15 +124,8 @@ def smollm2_run(args, device: str) -> dict:
     }
     losses = {"empty": prior["empty_loss"], **{f"prior/{i}": s for i, s in enumerate(prior["scores"])}}
     losses.update({f"greedy/{e.order}/{list(e.removed)}": e.loss for e in result.trace})
-    seconds = time.perf_counter() - started
-    return {
-        "model": spec,
-        "device": device,
-        "removed": list(result.removed),
-        "losses": losses,
-        "metrics": metrics,
-        "seconds": seconds,
-    }
+    out = {"model": spec, "device": device, "removed": list(result.removed), "losses": losses, "metrics": metrics}
+    return out | {"seconds": time.perf_counter() - started}
 
 
 def check_smollm2(args, device: str, mismatches: list[str]) -> dict:
@@ -222,6 +213,8 @@ def check_llama(args, device: str, tokenizer, mismatches: list[str]) -> dict:
     dtype = resolve_dtype("bfloat16" if device == "cuda" else "auto", torch.device(device))
     tolerance = BF16_RTOL if dtype == torch.bfloat16 else F32_RTOL
     if device != "cpu":
+        gc.collect()  # part 1's models and states
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     loaded, build_s = timed(device, lambda: random_llama(cfg, device, dtype, tokenizer))
     ns = namespace(args, device, dtype_name(dtype), n_samples, seq_len, model=loaded.spec)
@@ -241,7 +234,9 @@ def check_llama(args, device: str, tokenizer, mismatches: list[str]) -> dict:
     requested = [(), *[(i,) for i in range(evaluator.n_layers)], *[tuple(e.removed) for e in result.trace]]
     engine_loss = {(): prior["empty_loss"], **{(i,): s for i, s in enumerate(prior["scores"])}}
     engine_loss.update({tuple(e.removed): e.loss for e in result.trace})
-    sample = requested[:: max(1, len(requested) // (3 if args.small else 6))]  # dense, singles, greedy's sets
+    pairs = [tuple(e.removed) for e in result.trace if len(e.removed) == steps]  # greedy's last step
+    k = 1 if args.small else 3
+    sample = [(), (0,), (evaluator.n_layers - 1,), *pairs[:: max(1, len(pairs) // k)][:k]]
     naive, naive_s = timed(device, lambda: {s: physical_loss(loaded, objective, s) for s in sample})
     naive_total_s = naive_s / len(sample) * len(requested)
     worst = max(rel(engine_loss[s], naive[s]) for s in sample)
@@ -257,33 +252,18 @@ def check_llama(args, device: str, tokenizer, mismatches: list[str]) -> dict:
         f"speed ratio naive/engine {naive_total_s / engine_s:.2f}; max rel loss diff {worst:.2e} "
         f"(tol {tolerance:g}; prior spread {spread:.2e}); peak GPU {peak:.2f} GiB"
     )
+    # fmt: off
     return {
-        "config": cfg,
-        "params": shape.params,
-        "dtype": dtype_name(dtype),
-        "n_samples": n_samples,
-        "seq_len": seq_len,
-        "calibration_tokens": objective.n_tokens,
-        "greedy_steps": steps,
-        "build_seconds": build_s,
-        "prior_seconds": prior_s,
-        "greedy_seconds": greedy_s,
-        "engine_seconds": engine_s,
-        "engine_blocks_run": blocks,
-        "engine_evaluations": evals,
-        "engine_flops": flops,
-        "naive_sets_timed": len(sample),
-        "naive_sets_requested": len(requested),
-        "naive_seconds": naive_s,
-        "naive_seconds_all_sets": naive_total_s,
-        "speed_ratio": naive_total_s / engine_s,
-        "max_rel_loss_diff": worst,
-        "tolerance": tolerance,
-        "prior_spread": spread,
-        "greedy_set": list(result.removed),
-        "peak_gpu_gib": peak,
-        "throughput_tflops": flops / engine_s / 1e12,
+        "config": cfg, "params": shape.params, "dtype": dtype_name(dtype), "n_samples": n_samples,
+        "seq_len": seq_len, "calibration_tokens": objective.n_tokens, "greedy_steps": steps,
+        "build_seconds": build_s, "prior_seconds": prior_s, "greedy_seconds": greedy_s, "engine_seconds": engine_s,
+        "engine_blocks_run": blocks, "engine_evaluations": evals, "engine_flops": flops,
+        "naive_sets_timed": len(sample), "naive_sets_requested": len(requested), "naive_seconds": naive_s,
+        "naive_seconds_all_sets": naive_total_s, "speed_ratio": naive_total_s / engine_s,
+        "max_rel_loss_diff": worst, "tolerance": tolerance, "prior_spread": spread,
+        "greedy_set": list(result.removed), "peak_gpu_gib": peak, "throughput_tflops": flops / engine_s / 1e12,
     }
+    # fmt: on
 
 
 # --------------------------------------------------------------------------- main

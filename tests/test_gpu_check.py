@@ -83,3 +83,21 @@ def test_refuses_to_run_without_cuda_unless_told(repo_root):
     )
     assert proc.returncode == 1
     assert "gpu_check: FAILED no CUDA device" in proc.stdout
+
+
+def test_a_mismatch_is_reported(repo_root, monkeypatch, capsys):
+    """The comparison itself (no model): a loss off by more than the tolerance, or another greedy set,
+    is a mismatch (the script then prints `gpu_check: FAILED ...` and exits 1)."""
+    spec = importlib.util.spec_from_file_location("gpu_check", repo_root / "scripts" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    runs = {
+        "cpu": {"model": "m", "removed": [1, 2], "losses": {"empty": 2.0}, "metrics": {"w": 10.0}, "seconds": 1.0},
+        "cuda": {"model": "m", "removed": [1, 3], "losses": {"empty": 2.01}, "metrics": {"w": 10.0}, "seconds": 1.0},
+    }
+    monkeypatch.setattr(gpu_check, "smollm2_run", lambda args, device: runs[device])
+    mismatches = []
+    report = gpu_check.check_smollm2(None, "cuda", mismatches)
+    assert report["max_rel_diff"] == pytest.approx(0.01 / 2.01)
+    assert len(mismatches) == 2 and "differs from the CPU" in mismatches[0] and "greedy sets differ" in mismatches[1]
+    assert "CUDA vs CPU" in capsys.readouterr().out
