@@ -169,3 +169,10 @@ def test_non_positive_throughput_exits_2(paper_plan, throughput):
     code, out = paper_plan("--throughput", throughput)
     assert code == 2
     assert "plan:" not in out
+
+
+@pytest.mark.parametrize("option", ["--load-gbps", "--gpu-gib"])
+def test_non_positive_load_rate_or_memory_exits_2(paper_plan, option):
+    code, out = paper_plan("--throughput", "200", option, "0")
+    assert code == 2
+    assert "plan:" not in out

@@ -400,8 +400,9 @@ def build_plan(
     """The study's plan at ``throughput_tflops`` (see the module docstring)."""
     from depthprune import workflow
 
-    if throughput_tflops <= 0:
-        raise ValueError(f"--throughput must be positive (got {throughput_tflops})")
+    for option, value in (("--throughput", throughput_tflops), ("--gpu-gib", gpu_gib), ("--load-gbps", load_gbps)):
+        if not value > 0:
+            raise ValueError(f"{option} must be positive (got {value})")
     plan = Plan(throughput_tflops=throughput_tflops)
     data_dir = data_dir or config.get("data_dir")
     if data_dir is None:
