@@ -67,7 +67,7 @@ def test_truncate_packing_is_the_committed_calibration_size_draw(tokenizer, data
     assert truncated.n_tokens == sum(len(ids) for ids in cut) < 2048
     exact = build_objective("ppl_c4", tokenizer, data_dir, n_samples=64, seq_len=32, seed=seed)
     assert exact.n_tokens == 2048 and exact.data_hash != truncated.data_hash
-    with pytest.raises(ValueError, match="calibration.perplexity.packing"):
+    with pytest.raises(ValueError, match=r"calibration\.perplexity\.packing"):
         build_objective("ppl_c4", tokenizer, data_dir, n_samples=4, seq_len=32, seed=seed, c4_packing="windows")
 
 
