@@ -61,23 +61,10 @@ def run(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or config.get("data_dir")
     if data_dir is None and Path("../shared/data/c4/train.jsonl").is_file():
         data_dir = "../shared/data"  # the offline mirror: the hub's documents (the planner reads no hub)
-    plan = planning.build_plan(
-        config,
-        args.throughput,
-        model_cache_dir=args.model_cache_dir,
-        gpu_gib=args.gpu_gib,
-        load_gbps=args.load_gbps,
-        selections_csv=args.selections,
-        data_dir=data_dir,
-    )
-    if args.write_profile:
-        from depthprune.io import atomic_write_text
-        from depthprune.slurm_profile import render_profile
 
-        # evaluate_pass's runtime: the one-pass-per-model layout of the same study
-        one_pass = planning.merge(config, {"evaluation": {"pass_per": "model"}})
-        per_model = planning.build_plan(
-            one_pass,
+    def plan_of(study: dict):
+        return planning.build_plan(
+            study,
             args.throughput,
             model_cache_dir=args.model_cache_dir,
             gpu_gib=args.gpu_gib,
@@ -85,6 +72,14 @@ def run(args: argparse.Namespace) -> int:
             selections_csv=args.selections,
             data_dir=data_dir,
         )
+
+    plan = plan_of(config)
+    if args.write_profile:
+        from depthprune.io import atomic_write_text
+        from depthprune.slurm_profile import render_profile
+
+        # evaluate_pass's runtime: the one-pass-per-model layout of the same study
+        per_model = plan_of(planning.merge(config, {"evaluation": {"pass_per": "model"}}))
         text = render_profile(plan, args.configfile, args.throughput, per_model)
         atomic_write_text(args.write_profile, text)
     print(planning.format_plan(plan))
