@@ -59,3 +59,24 @@ def test_heldout_gap_and_overfitting_flag(tmp_path):
     assert gap["overfits"].to_dict() == {"beam": False, "greedy": True, "one_shot": False}
     frame = table4(summary).frame.set_index("algorithm")
     assert bool(frame.loc["greedy", "overfits"]) and frame.loc["one_shot", "heldout_gap"] == 0.5
+
+
+def test_calibration_tokens_column_only_where_every_selection_records_them(tmp_path):
+    import json
+
+    from depthprune.reporting.aggregate import _selections_frame
+
+    def selection(name, removed, tokens):
+        doc = {"model": "m", "calibration": "ppl_c4", "budget": 1, "algorithm": name, "removed": removed}
+        doc |= {"n_layers": 4, "loss": 1.0, "seed": 0, "dtype": "float32"}
+        if tokens is not None:
+            doc["calibration_tokens"] = tokens
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        return path
+
+    both = _selections_frame([selection("greedy", [1], 512), selection("one_shot", [2], 512)])
+    assert both["calibration_tokens"].tolist() == [512, 512]
+    assert list(both.columns).index("calibration_tokens") == list(both.columns).index("dtype") + 1
+    older = _selections_frame([selection("greedy", [1], 512), selection("one_shot", [2], None)])
+    assert "calibration_tokens" not in older.columns

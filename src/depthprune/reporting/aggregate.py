@@ -156,6 +156,7 @@ def read_selection(path: Path) -> dict:
     # Parquet needs one type per column: keep the free-form dict as canonical JSON text.
     row["hyperparameters"] = json.dumps(data.get("hyperparameters") or {}, sort_keys=True)
     row["dtype"] = data.get("dtype")  # the search's resolved precision (None: not recorded)
+    row["calibration_tokens"] = data.get("calibration_tokens")  # None: selection.json before it was recorded
     row["source"] = str(path)
     heldout = data.get("heldout") or {}
     if not isinstance(heldout, dict):
@@ -230,6 +231,11 @@ def _selections_frame(paths: list[Path]) -> pd.DataFrame:
     for col in numeric:
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     frame.insert(frame.columns.get_loc("seed") + 1, "dtype", [row["dtype"] for row in rows])
+    # The calibration's real tokens per evaluation, where every selection.json records them (the
+    # committed aggregates were made before: they keep their columns).
+    if all(row["calibration_tokens"] is not None for row in rows) and rows:
+        tokens = [int(row["calibration_tokens"]) for row in rows]
+        frame.insert(frame.columns.get_loc("dtype") + 1, "calibration_tokens", tokens)
     frame["seed"] = frame["seed"].fillna(0).astype(int)  # selection.json before seeds: seed 0
     _raise_on_duplicates(frame, "selection.json", RUN_KEY)
     frame["budget"] = frame["budget"].astype(int)
