@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -56,47 +57,59 @@ def derivative_dtype(model_dtype: torch.dtype) -> torch.dtype:
     return model_dtype if model_dtype in (torch.float32, torch.float64) else torch.float32
 
 
+def on_working_copy(model: torch.nn.Module, device: torch.device, compute: Callable[[torch.nn.Module], Any]) -> Any:
+    """``compute(work)`` under the plain-math attention kernel (fused kernels have no double
+    backward), where ``work`` is ``model`` itself in float32/float64, else its float32 copy, which
+    is freed, with the accelerator's cached memory, as soon as ``compute`` returns."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    model_dtype = next(model.parameters()).dtype
+    dtype = derivative_dtype(model_dtype)
+    work = model if dtype == model_dtype else copy.deepcopy(model).to(dtype=dtype)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            return compute(work)
+    finally:
+        if work is not model:
+            del work
+            release_cached_memory(device)
+
+
 def full_graph_derivatives(
     model: torch.nn.Module, family: Any, objective: Objective, device: torch.device, head_chunk: int = 2048
 ) -> tuple[np.ndarray, np.ndarray, torch.dtype]:
     """(g, H, dtype used) by a double backward through the whole gated forward of each batch (the
     reference; its memory grows with the depth times the batch's tokens)."""
-    model_dtype = next(model.parameters()).dtype
-    dtype = derivative_dtype(model_dtype)
-    work = model if dtype == model_dtype else copy.deepcopy(model).to(dtype=dtype)
+    dtype = derivative_dtype(next(model.parameters()).dtype)
     started = time.perf_counter()
-    try:
+
+    def compute(work: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         blocks = family.blocks(work)
         n = len(blocks)
         grad = torch.zeros(n, dtype=torch.float64)
         hess = torch.zeros(n, n, dtype=torch.float64)
-        # Double backward needs the plain-math attention kernel (fused kernels lack it).
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        for batch in objective.batches:
+            # Block inputs exactly as the evaluator runs them (shared-context rows: their
+            # positions and tree masks), captured from the working copy's own forward pass.
+            capture = capture_dense(work, family, [batch], device)
+            embeddings, kwargs = capture.embeddings[0], capture.block_kwargs[0]
+            alpha = torch.ones(n, dtype=dtype, device=device, requires_grad=True)
+            hidden = embeddings
+            for j, block in enumerate(blocks):
+                update = block(hidden, **kwargs[j]) - hidden
+                hidden = hidden + alpha[j].to(hidden.dtype) * update
+            term = objective.batch_loss(batch, scored_logprobs(work, family, batch, hidden, device, head_chunk))
+            (g,) = torch.autograd.grad(term, alpha, create_graph=True)
+            rows = [torch.autograd.grad(g[i], alpha, retain_graph=i < n - 1)[0] for i in range(n)]
+            grad += g.detach().double().cpu()
+            hess += torch.stack(rows).detach().double().cpu()
+        return grad, hess
 
-        with sdpa_kernel(SDPBackend.MATH):
-            for batch in objective.batches:
-                # Block inputs exactly as the evaluator runs them (shared-context rows: their
-                # positions and tree masks), captured from the working copy's own forward pass.
-                capture = capture_dense(work, family, [batch], device)
-                embeddings, kwargs = capture.embeddings[0], capture.block_kwargs[0]
-                alpha = torch.ones(n, dtype=dtype, device=device, requires_grad=True)
-                hidden = embeddings
-                for j, block in enumerate(blocks):
-                    update = block(hidden, **kwargs[j]) - hidden
-                    hidden = hidden + alpha[j].to(hidden.dtype) * update
-                term = objective.batch_loss(batch, scored_logprobs(work, family, batch, hidden, device, head_chunk))
-                (g,) = torch.autograd.grad(term, alpha, create_graph=True)
-                rows = [torch.autograd.grad(g[i], alpha, retain_graph=i < n - 1)[0] for i in range(n)]
-                grad += g.detach().double().cpu()
-                hess += torch.stack(rows).detach().double().cpu()
-    finally:
-        if work is not model:
-            del work
-            release_cached_memory(device)
+    grad, hess = on_working_copy(model, device, compute)
     log.info(
         "gate derivatives (%s): %d Hessian rows in %.1fs",
         str(dtype).replace("torch.", ""),
-        n,
+        len(grad),
         time.perf_counter() - started,
     )
     hess = 0.5 * (hess + hess.T)  # symmetric up to float error
@@ -203,30 +216,24 @@ def blockwise_derivatives(
 ) -> tuple[np.ndarray, np.ndarray, torch.dtype]:
     """(g, H, dtype used) for ``model`` on ``objective``'s calibration batches, row by row and
     block by block (module docstring): the peak is one row's, whatever the depth and the batch."""
-    model_dtype = next(model.parameters()).dtype
-    dtype = derivative_dtype(model_dtype)
-    work = model if dtype == model_dtype else copy.deepcopy(model).to(dtype=dtype)
+    dtype = derivative_dtype(next(model.parameters()).dtype)
     started = time.perf_counter()
-    try:
+
+    def compute(work: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
         n = len(family.blocks(work))
         grad, hess = np.zeros(n), np.zeros((n, n))
-        # Double backward needs the plain-math attention kernel (fused kernels lack it).
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        for batch in objective.batches:
+            for row in row_batches(batch):
+                g, h = row_derivatives(work, family, objective, row, device, head_chunk)
+                grad += g
+                hess += h
+        return grad, hess
 
-        with sdpa_kernel(SDPBackend.MATH):
-            for batch in objective.batches:
-                for row in row_batches(batch):
-                    g, h = row_derivatives(work, family, objective, row, device, head_chunk)
-                    grad += g
-                    hess += h
-    finally:
-        if work is not model:
-            del work
-            release_cached_memory(device)
+    grad, hess = on_working_copy(model, device, compute)
     log.info(
         "gate derivatives (%s, block by block): %d Hessian columns in %.1fs",
         str(dtype).replace("torch.", ""),
-        n,
+        len(grad),
         time.perf_counter() - started,
     )
     return grad, hess, dtype
