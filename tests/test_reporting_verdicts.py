@@ -131,15 +131,15 @@ def test_mdd_of_a_known_paired_design():
 
 def test_evaluation_size_rule_by_hand():
     # SE 2 points at limit 100: mdd 5.60; 3 points need 100 · (2.8016 · 2 / 3)² = 348.9 -> 349 documents,
-    # 61 + 0.4 · 349 = 200.6 min > 180: the largest that fits is 297 (179.8 min), mdd 5.603 · sqrt(100/297).
+    # 73 + 0.4 · 349 = 212.6 min > 120: the largest that fits is 117 (119.8 min), mdd 5.603 · sqrt(100/117).
     contrast = pd.DataFrame({"algorithm": ["a", "b", "mean of the algorithms"], "diff_se": [0.02, 0.02, 0.01]})
     rule = evaluation_size(contrast, 100).iloc[0]
     assert rule.median_se_points == pytest.approx(2.0)
-    assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(200.6)
+    assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(212.6)
     assert not rule.fits_session
-    assert rule.limit_chosen == largest_fitting_limit() == 297
-    assert rule.minutes_chosen == pytest.approx(run_minutes(297)) and run_minutes(100) == pytest.approx(101)
-    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 297))
+    assert rule.limit_chosen == largest_fitting_limit() == 117
+    assert rule.minutes_chosen == pytest.approx(run_minutes(117)) and run_minutes(100) == pytest.approx(113)
+    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 117))
     assert evaluation_size(contrast.assign(diff_se=0.005), 100).iloc[0].limit_chosen == 22  # fits: the smallest
 
 
