@@ -29,7 +29,7 @@ from depthprune.reporting.observations import (
     evaluate_observations,
     within_band,
 )
-from depthprune.reporting.power import evaluation_size, largest_fitting_limit, run_minutes
+from depthprune.reporting.power import evaluation_size, evaluation_size_markdown, largest_fitting_limit, run_minutes
 from test_reporting_statistics import samples_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,17 +130,24 @@ def test_mdd_of_a_known_paired_design():
 
 
 def test_evaluation_size_rule_by_hand():
-    # SE 2 points at limit 100: mdd 5.60; 3 points need 100 · (2.8016 · 2 / 3)² = 348.9 -> 349 documents,
-    # 73 + 0.4 · 349 = 212.6 min > 120: the largest that fits is 117 (119.8 min), mdd 5.603 · sqrt(100/117).
+    # SE 2 points at limit 100: mdd 5.60; 3 points need 100 · (2.8016 · 2 / 3)² = 348.9 -> 349 documents.
+    # A cold run at n takes 2 · (61 + 0.4 n) + 11 minutes: 349 -> 412.2 min.
     contrast = pd.DataFrame({"algorithm": ["a", "b", "mean of the algorithms"], "diff_se": [0.02, 0.02, 0.01]})
-    rule = evaluation_size(contrast, 100).iloc[0]
+    assert run_minutes(100) == pytest.approx(213) and run_minutes(0) == pytest.approx(133)
+    # A 300-min budget: 349 does not fit; the largest that does is floor(100 · (144.5 − 61) / 40) = 208.
+    rule = evaluation_size(contrast, 100, budget_minutes=300).iloc[0]
     assert rule.median_se_points == pytest.approx(2.0)
-    assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(212.6)
+    assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(412.2)
     assert not rule.fits_session
-    assert rule.limit_chosen == largest_fitting_limit() == 117
-    assert rule.minutes_chosen == pytest.approx(run_minutes(117)) and run_minutes(100) == pytest.approx(113)
-    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 117))
-    assert evaluation_size(contrast.assign(diff_se=0.005), 100).iloc[0].limit_chosen == 22  # fits: the smallest
+    assert rule.limit_chosen == largest_fitting_limit(300) == 208
+    assert rule.minutes_chosen == pytest.approx(run_minutes(208)) and rule.minutes_chosen <= 300
+    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 208))
+    # SE 0.5: 22 documents detect 3 points, 150.6 min: the smallest limit, when it fits.
+    assert evaluation_size(contrast.assign(diff_se=0.005), 100, budget_minutes=300).iloc[0].limit_chosen == 22
+    # The 120-min budget: even the fixed part (133 min) does not fit, so the limit stays and the text says so.
+    rule = evaluation_size(contrast, 100)
+    assert largest_fitting_limit() == 0 and rule.iloc[0].limit_chosen == 100 and not rule.iloc[0].fits_session
+    assert "the study itself must shrink" in evaluation_size_markdown(rule)
 
 
 # --------------------------------------------------------------------------- distinct sets, failed searches
