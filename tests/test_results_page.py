@@ -11,10 +11,14 @@ from depthprune.reporting.results_page import (
     DEFAULT_STUDIES,
     HEADLINE_BEGIN,
     HEADLINE_END,
+    TLM_BEGIN,
+    TLM_END,
     headline_table,
     number,
+    readme_generated,
     readme_with_headline,
     results_page,
+    tlm_table,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,3 +73,49 @@ def test_readme_headline_table_is_the_generated_one():
         "README.md's headline table is stale: regenerate it with `depthprune results-page`"
     )
     assert "| claim | scope | statistic | paper | ours [95% CI] | verdict |" in readme
+
+
+def test_readme_tlm_table_is_the_generated_one():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert TLM_BEGIN in readme and TLM_END in readme
+    assert readme_generated(readme, REPO) == readme, (
+        "README.md's TLM table is stale: regenerate it with `depthprune results-page`"
+    )
+
+
+def test_tlm_table_reads_the_mean_over_the_algorithms(tmp_path):
+    tables = tmp_path / "figures" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "evaluation_size.csv").write_text("limit,n_pairs\n117,14\n", encoding="utf-8")
+    header = (
+        "model,budget,algorithm,acc_perplexity_pruned,acc_tlm_pruned,diff_tlm_minus_ppl,diff_ci_low,"
+        "diff_ci_high,diff_se,mdd,tlm_vs_ppl,chance,tlm_minus_chance,tlm_minus_chance_ci_low,"
+        "tlm_minus_chance_ci_high,tlm_vs_chance"
+    )
+    (tables / "calibration_contrast.csv").write_text(
+        header
+        + "\nm,7,greedy,0.5,0.4,-0.1,-0.2,0,0.02,0.056,lower,0.375,0.025,-0.01,0.06,at chance"
+        + "\nm,7,mean of the algorithms,0.45,0.40,-0.05,-0.08,-0.02,0.015,0.042,lower,0.375,0.025,0.001,0.05,above\n",
+        encoding="utf-8",
+    )
+    table = tlm_table(tmp_path, (("kept", "figures"), ("absent", "figures/none")))
+    assert table.splitlines()[2] == (
+        "| kept | 7 | 117 | 40.0 % | 45.0 % | -5.0 [-8.0, -2.0] | 4.2 | +2.5 [+0.1, +5.0] (above) |"
+    )
+    assert len(table.splitlines()) == 3  # one row: the mean, and nothing for the absent folder
+
+
+def test_readme_count_of_tlm_sets_at_the_boundary_is_the_committed_one():
+    """The README's "16 of the 18 TLM sets remove the first or the last block" reads the default study."""
+    import re
+
+    import pandas as pd
+
+    summary = pd.read_csv(REPO / "results" / "aggregate" / "summary.csv")
+    tlm = summary[summary["calibration"] == "tlm_cs170k"]
+    last = {int(n) - 1 for n in tlm["n_layers"]}
+    assert len(last) == 1
+    at_boundary = sum(bool({0, *last} & {int(b) for b in str(r).split()}) for r in tlm["removed"])
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"(\d+) of the (\d+) TLM sets remove the first or the last block", readme)
+    assert found is not None and (int(found[1]), int(found[2])) == (at_boundary, len(tlm))

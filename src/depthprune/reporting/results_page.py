@@ -6,7 +6,9 @@ verdict of every claim per cell (tables/observations.csv), and Tables 1-6 as `re
 (tables/table<N>.md, rendered from the CSVs beside them). `depthprune results-page` writes it;
 tests/test_results_page.py regenerates it and compares it with the committed page. It also writes
 the README's short table of headline findings (between `<!-- headline:begin -->` and
-`<!-- headline:end -->`), from the default study's paper_comparison.csv.
+`<!-- headline:end -->`), from the default study's paper_comparison.csv, and its table of TLM pruning
+against perplexity pruning and chance per search space (between `<!-- tlm:begin -->` and
+`<!-- tlm:end -->`), from calibration_contrast.csv.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ STUDIES = {
 DEFAULT_STUDIES = tuple(STUDIES)
 PAGE = Path("docs/results.md")
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
+TLM_BEGIN, TLM_END = "<!-- tlm:begin -->", "<!-- tlm:end -->"
+# The README's TLM table: (search space, study folder) of each committed default-study variant; the
+# run with the first and last block kept ([22]'s barrier, docs/method.md §4) joins it once committed.
+TLM_STUDIES = (("every block removable", "figures"),)
 VERDICTS = ("holds", "does not hold", "inconclusive")
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 FIGURES = ("figure1", "figure2", "figure3", "calibration_size")
@@ -152,10 +158,58 @@ def headline_table(repo: str | Path, folder: str = "figures") -> str:
     return "\n".join(markdown_table(["claim", "scope", "statistic", "paper", "ours [95% CI]", "verdict"], rows))
 
 
+def points(text: str) -> str:
+    """A CSV fraction as percentage points, one decimal, signed."""
+    return f"{100 * float(text):+.1f}"
+
+
+def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
+    """The README's table of TLM pruning against perplexity pruning and against chance: the mean
+    over the algorithms (calibration_contrast.csv) of each search space's study, in points of
+    average zero-shot accuracy with 95 % paired-bootstrap intervals and the mdd at 80 % power."""
+    rows = []
+    for space, folder in studies:
+        tables = Path(repo) / folder / "tables"
+        if not (tables / "calibration_contrast.csv").is_file():
+            continue
+        limit = next(iter(read_rows(tables / "evaluation_size.csv")), {}).get("limit", "")
+        for r in read_rows(tables / "calibration_contrast.csv"):
+            if r["algorithm"] != "mean of the algorithms":
+                continue
+            rows.append(
+                [
+                    space,
+                    r["budget"],
+                    limit,
+                    f"{100 * float(r['acc_tlm_pruned']):.1f} %",
+                    f"{100 * float(r['acc_perplexity_pruned']):.1f} %",
+                    f"{points(r['diff_tlm_minus_ppl'])} [{points(r['diff_ci_low'])}, {points(r['diff_ci_high'])}]",
+                    f"{100 * float(r['mdd']):.1f}",
+                    f"{points(r['tlm_minus_chance'])} [{points(r['tlm_minus_chance_ci_low'])}, "
+                    f"{points(r['tlm_minus_chance_ci_high'])}] ({r['tlm_vs_chance']})",
+                ]
+            )
+    header = ["search space", "M", "docs/task", "TLM-pruned", "perplexity-pruned", "TLM − perplexity [95% CI]", "mdd"]
+    return "\n".join(markdown_table([*header, "TLM − chance [95% CI]"], rows))
+
+
+def readme_with_block(readme: str, begin: str, end: str, text: str) -> str:
+    """`readme` with the text between the markers `begin` and `end` replaced by `text`."""
+    start, stop = readme.index(begin) + len(begin), readme.index(end)
+    return readme[:start] + "\n" + text + "\n" + readme[stop:]
+
+
 def readme_with_headline(readme: str, table: str) -> str:
     """`readme` with the text between its headline markers replaced by `table`."""
-    start, end = readme.index(HEADLINE_BEGIN) + len(HEADLINE_BEGIN), readme.index(HEADLINE_END)
-    return readme[:start] + "\n" + table + "\n" + readme[end:]
+    return readme_with_block(readme, HEADLINE_BEGIN, HEADLINE_END, table)
+
+
+def readme_generated(readme: str, repo: str | Path) -> str:
+    """`readme` with every generated block (the headline table, the TLM table) written anew."""
+    readme = readme_with_headline(readme, headline_table(repo))
+    if TLM_BEGIN in readme:
+        readme = readme_with_block(readme, TLM_BEGIN, TLM_END, tlm_table(repo))
+    return readme
 
 
 def write_results_page(repo: str | Path, out: str | Path | None = None, studies=DEFAULT_STUDIES) -> Path:
@@ -167,5 +221,5 @@ def write_results_page(repo: str | Path, out: str | Path | None = None, studies=
     readme = repo / "README.md"
     if out is None and readme.is_file() and HEADLINE_BEGIN in readme.read_text(encoding="utf-8"):
         text = readme.read_text(encoding="utf-8")
-        atomic_write_text(readme, readme_with_headline(text, headline_table(repo)))
+        atomic_write_text(readme, readme_generated(text, repo))
     return path
