@@ -33,6 +33,11 @@ STUDIES = {
         "results/two_families/aggregate",
         "figures/two_families",
     ),
+    "protect_none": (
+        ["--configfile", "config/protect_none.yaml"],
+        "results/protect_none/aggregate",
+        "figures/protect_none",
+    ),
 }
 FIGURE_RULES = {"render", "calibration_size", "figures"}
 

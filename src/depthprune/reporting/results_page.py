@@ -1,8 +1,9 @@
 """docs/results.md, written from the committed studies' rendered files, so the page cannot drift.
 
-For every study folder (the default `figures/`, `figures/two_families/`, `figures/calibration_size/`)
-the page shows its figures, the paper's numbers beside ours (tables/paper_comparison.csv), the
-verdict of every claim per cell (tables/observations.csv), and Tables 1-6 as `render` wrote them
+For every study folder (the default `figures/`, `figures/two_families/`, `figures/calibration_size/`,
+`figures/protect_none/`) the page shows its figures, the paper's numbers beside ours
+(tables/paper_comparison.csv), the verdict of every claim per cell (tables/observations.csv), and
+Tables 1-6 as `render` wrote them
 (tables/table<N>.md, rendered from the CSVs beside them). `depthprune results-page` writes it;
 tests/test_results_page.py regenerates it and compares it with the committed page. It also writes
 the README's short table of headline findings (between `<!-- headline:begin -->` and
@@ -25,14 +26,16 @@ STUDIES = {
     "figures": ("Default study: SmolLM2-135M", "config.yaml"),
     "figures/two_families": ("Two model families: SmolLM2-135M and Gemma 3 270M", "config/two_families.yaml"),
     "figures/calibration_size": ("Calibration-size study", "config/calibration_size.yaml"),
+    "figures/protect_none": ("Sensitivity: every block removable (no barrier)", "config/protect_none.yaml"),
 }
 DEFAULT_STUDIES = tuple(STUDIES)
 PAGE = Path("docs/results.md")
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 TLM_BEGIN, TLM_END = "<!-- tlm:begin -->", "<!-- tlm:end -->"
-# The README's TLM table: (search space, study folder) of each committed default-study variant; the
-# run with the first and last block kept ([22]'s barrier, docs/method.md §4) joins it once committed.
-TLM_STUDIES = (("every block removable", "figures"),)
+# The README's TLM table: (search space, study folder) of each committed default-study variant: the
+# default with the first and last block kept ([22]'s barrier, docs/method.md §4) and its sensitivity
+# run without the barrier (config/protect_none.yaml).
+TLM_STUDIES = (("first and last block kept", "figures"), ("every block removable", "figures/protect_none"))
 VERDICTS = ("holds", "does not hold", "inconclusive")
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 FIGURES = ("figure1", "figure2", "figure3", "calibration_size")
