@@ -21,6 +21,7 @@ from depthprune.reporting.analysis import (
     calibration_contrast,
     chance_accuracy,
     range_statistic,
+    loss_accuracy_table,
     spearman_table,
     with_intervals,
 )
@@ -319,3 +320,42 @@ def test_calibration_contrast_against_perplexity_pruning_and_chance():
     bare = calibration_contrast(summary).set_index("algorithm")
     assert bare.loc["one_shot", "diff_tlm_minus_ppl"] == pytest.approx(-0.3)
     assert np.isnan(bare.loc["one_shot", "diff_ci_low"]) and bare.loc["one_shot", "tlm_vs_ppl"] == ""
+
+
+def test_loss_accuracy_rho_by_hand_with_document_intervals():
+    """Four algorithms whose accuracy falls as their calibration loss falls (ρ = +1: the lowest losses
+    made the worst models) while the held-out loss ranks them the other way (ρ = −1); accuracies 20-80 %
+    of 400 documents per task lie far apart, so every resample keeps the ranks and the interval is the point."""
+    n = 400
+    docs = np.arange(n)
+    accuracy = {"one_shot": 0.8, "greedy": 0.6, "beam": 0.4, "ga": 0.2}
+    loss = {"one_shot": 3.0, "greedy": 2.0, "beam": 1.0, "ga": -5.0}
+    heldout = {"one_shot": 1.0, "greedy": 2.0, "beam": 3.0, "ga": 4.0}
+    runs = {("m", "tlm_cs170k", 7, a): (docs % 10) < round(10 * v) for a, v in accuracy.items()}
+    reps = document_replicates(samples_for(runs), n_resamples=500, seed=0)
+    summary = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "calibration": "tlm_cs170k",
+                "budget": 7,
+                "algorithm": a,
+                "removed": str(i),
+                "loss": loss[a],
+                "heldout_loss": heldout[a],
+                "avg_accuracy": v,
+            }
+            for i, (a, v) in enumerate(accuracy.items())
+        ]
+    )
+    out = loss_accuracy_table(summary, reps).set_index("loss_kind")
+    assert list(out.index) == ["calibration", "heldout"]
+    cal, held = out.loc["calibration"], out.loc["heldout"]
+    assert cal["rho"] == pytest.approx(1.0) and held["rho"] == pytest.approx(-1.0)
+    assert cal["n"] == 4 and cal["n_distinct_sets"] == 4
+    assert cal["rho_ci_low"] == pytest.approx(1.0) and held["rho_ci_high"] == pytest.approx(-1.0)
+    # scipy's p-value is the t-test's: t = ρ sqrt((n − 2) / (1 − ρ²)) is infinite at |ρ| = 1
+    assert cal["p_value"] == 0.0 and held["p_value"] == 0.0
+    # Without a held-out column there is no held-out row, and without replicates no interval.
+    bare = loss_accuracy_table(summary.drop(columns="heldout_loss"))
+    assert list(bare["loss_kind"]) == ["calibration"] and np.isnan(bare.iloc[0]["rho_ci_low"])

@@ -4,6 +4,8 @@
   pruned sets of one (model, M, calibration) cell, and full overlap |∩S_i| / |∪S_i|.
 - Pairwise Jaccard within a calibration (different algorithms) and across calibrations (§5.1).
 - Spearman ρ between average perplexity and average accuracy across algorithms (Figure 3, §5.3).
+- Spearman ρ between each set's calibration loss (and held-out loss) and its average accuracy
+  (``loss_accuracy_table``): does a lower search loss buy a better pruned model?
 - §5.2 as the paper measures it: the largest shift of the averages from changing the calibration
   versus from changing the algorithm (``range_statistic``), and the two-way decomposition with
   degrees of freedom and interaction (``variance_decomposition``), over the paper's two calibrations.
@@ -240,6 +242,65 @@ def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "rho_ci_high",
         "rho_ci_low_mc_se",
         "rho_ci_high_mc_se",
+        "p_value",
+        "note",
+    ]
+    return pd.DataFrame(rows, columns=columns)
+
+
+LOSS_KINDS = {"calibration": "loss", "heldout": "heldout_loss"}
+
+
+def loss_accuracy_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
+    """Spearman ρ between the search loss of each algorithm's set and its average accuracy, per
+    (model, M, calibration), for the calibration loss the search minimised and, where the study
+    scored a held-out draw (``heldout_loss``), the held-out loss (docs/method.md §7).
+
+    A negative ρ is what a search objective should give: a lower loss goes with a higher accuracy.
+    A positive ρ means the searches that lowered the loss most made the worse models. The loss is
+    fixed per set; the interval resamples the evaluation documents (accuracy) only. Losses of
+    different calibrations are on different scales, so there is no pooled row.
+    """
+    from depthprune.reporting.bootstrap import interval_mc, spearman_rows
+
+    rows = []
+    pruned = sort_frame(summary[summary["algorithm"] != DENSE_ALGORITHM])
+    kinds = {kind: column for kind, column in LOSS_KINDS.items() if column in pruned.columns}
+    for (model, budget, calibration), group in pruned.groupby(["model", "budget", "calibration"], sort=False):
+        for kind, column in kinds.items():
+            valid = group.dropna(subset=[column, "avg_accuracy"])
+            loss = valid[column].to_numpy(dtype=float)
+            rho, p_value, note = _spearman(loss, valid["avg_accuracy"].to_numpy(dtype=float))
+            lo = hi = float("nan")
+            if reps is not None and len(valid) >= 3 and np.ptp(loss) > 0:
+                accuracy = reps.aligned(valid, "avg_accuracy")
+                lo, hi, _, _ = interval_mc(spearman_rows(np.broadcast_to(loss, accuracy.shape), accuracy))
+            distinct = int(valid["removed"].nunique()) if "removed" in valid.columns else len(valid)
+            rows.append(
+                {
+                    "model": model,
+                    "budget": budget,
+                    "calibration": calibration,
+                    "loss_kind": kind,
+                    "n": len(valid),
+                    "n_distinct_sets": distinct,
+                    "rho": rho,
+                    "rho_ci_low": lo,
+                    "rho_ci_high": hi,
+                    "p_value": p_value,
+                    "note": note,
+                }
+            )
+    columns = [
+        "model",
+        "budget",
+        "calibration",
+        "loss_kind",
+        "n",
+        "n_distinct_sets",
+        "rho",
+        "rho_ci_low",
+        "rho_ci_high",
         "p_value",
         "note",
     ]

@@ -83,7 +83,8 @@ def prior_artifact_answer(selections: pd.DataFrame) -> str:
     if table.empty:
         return (
             "Convergence is not a prior artefact: not testable (no cell has both a guided search and "
-            "its random-initialisation control, ga/ga_random or bo/bo_random)."
+            "its random-initialisation control, ga/ga_random or bo/bo_random; the controls run in "
+            "config/extended.yaml, config/two_families.yaml and config/protect_none.yaml)."
         )
     n, converged, identical = len(table), int(table["converged"].sum()), int(table["identical"].sum())
     verdict = "holds" if converged == n else ("partly holds" if converged else "does not hold")

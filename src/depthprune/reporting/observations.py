@@ -668,6 +668,29 @@ def observations_markdown(obs: Observations) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def loss_accuracy_markdown(table: pd.DataFrame) -> str:
+    """The "Search loss against accuracy" section of observations.md (tables/loss_accuracy.csv)."""
+    lines = ["", "## Search loss against accuracy", ""]
+    if table.empty:
+        return "\n".join(lines + ["Not computed: no pruned sets with an accuracy.", ""])
+    lines += [
+        "Spearman ρ between each algorithm's calibration loss (the objective its search minimised) or its loss on "
+        "the fixed held-out draw, and the pruned model's average zero-shot accuracy, per cell. A negative ρ is what "
+        "a useful objective gives (lower loss, higher accuracy); a positive ρ means the lowest losses were bought "
+        "with worse models. Intervals resample the evaluation documents; n = 7 algorithms is a small sample "
+        "(the paper calls such correlations not statistically rigorous), so read them with `n_distinct_sets`.",
+        "",
+        "| model | M | calibration | loss | n (distinct) | ρ | 95% interval | p |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table.itertuples(index=False):
+        lines.append(
+            f"| {r.model} | {r.budget} | {r.calibration} | {r.loss_kind} | {r.n} ({r.n_distinct_sets}) | "
+            f"{_fmt(r.rho)} | {_interval(r.rho_ci_low, r.rho_ci_high)} | {_fmt_p(r.p_value)} |"
+        )
+    return "\n".join(lines + [""])
+
+
 def paper_comparison_markdown(obs: Observations) -> str:
     frame = paper_comparison(obs)
     lines = [

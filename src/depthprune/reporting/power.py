@@ -42,7 +42,7 @@ MEASURED_LIMIT = 100
 # benchmarks/records/2026-12-04-default-searches-amd-zen3-avx2-float32.csv.
 SLOWEST_CPU_FACTOR = 2.0
 # Held-out scoring of the 36 selected sets, measured on that slowest CPU (128 TLM items: 36-49 s a
-# search; 64 C4 documents x 64 tokens: 27-32 s a search; two searches side by side).
+# search; 64 C4 documents x 64 tokens: 26-32 s a search; two searches side by side).
 HELDOUT_MINUTES = 11.0
 
 

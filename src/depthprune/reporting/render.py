@@ -3,7 +3,8 @@
 Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<model>].{csv,md,tex}``;
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
 ``variance_decomposition.csv``, ``range_statistic.csv``, ``calibration_contrast.csv``: TLM- against
-perplexity-pruned models and chance, ``evaluation_size.csv``: the power rule of ``reporting/power.py``),
+perplexity-pruned models and chance, ``loss_accuracy.csv``: ρ(search loss, accuracy),
+``evaluation_size.csv``: the power rule of ``reporting/power.py``),
 ``tables/observations.{md,csv}`` and
 ``tables/paper_comparison.{md,csv}``. Intervals come from the paired document bootstrap over
 ``results/aggregate/samples.parquet`` (``reporting/bootstrap.py``).
@@ -21,6 +22,7 @@ from depthprune.reporting.aggregate import SAMPLES, load_aggregate
 from depthprune.reporting.analysis import (
     calibration_contrast,
     jaccard_summary,
+    loss_accuracy_table,
     pairwise_jaccard,
     range_statistic,
     spearman_table,
@@ -36,6 +38,7 @@ from depthprune.reporting.observations import (
     DEFAULT_COMPARABLE_BAND,
     DEFAULT_STRONG_RHO,
     evaluate_observations,
+    loss_accuracy_markdown,
     observations_frame,
     observations_markdown,
     paper_comparison,
@@ -158,6 +161,7 @@ def render(
     if table_names:
         written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
     contrast = calibration_contrast(base, reps) if wanted & {"analyses", "observations"} else None
+    loss_accuracy = loss_accuracy_table(base, reps) if wanted & {"analyses", "observations"} else None
     if "analyses" in wanted:
         pairs = pairwise_jaccard(selections)
         analyses = {
@@ -168,6 +172,7 @@ def render(
             "range_statistic": range_statistic(base, reps),
             "controls": control_comparison(all_selections),
             "calibration_contrast": contrast,
+            "loss_accuracy": loss_accuracy,
             "evaluation_size": evaluation_size(contrast, evaluation_limit(reps)),
         }
         if len(seeds) > 1:
@@ -186,6 +191,7 @@ def render(
             + prior_artifact_answer(all_selections)
             + "\n"
         )
+        text += loss_accuracy_markdown(loss_accuracy)
         text += evaluation_size_markdown(evaluation_size(contrast, evaluation_limit(reps)))
         if len(seeds) > 1:
             by_seed = {primary: observations.verdicts}
