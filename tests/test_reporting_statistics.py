@@ -20,8 +20,8 @@ from depthprune.reporting.analysis import (
     MEAN_OVER_ALGORITHMS,
     calibration_contrast,
     chance_accuracy,
-    range_statistic,
     loss_accuracy_table,
+    range_statistic,
     spearman_table,
     with_intervals,
 )
