@@ -130,24 +130,45 @@ def test_mdd_of_a_known_paired_design():
 
 
 def test_evaluation_size_rule_by_hand():
-    # SE 2 points at limit 100: mdd 5.60; 3 points need 100 · (2.8016 · 2 / 3)² = 348.9 -> 349 documents.
-    # A cold run at n takes 2 · (61 + 0.4 n) + 11 minutes: 349 -> 412.2 min.
+    # SE 2 points at limit 100: mdd 5.60; 3 points need 100 · (2.8016 · 2 / 3)² = 348.8 -> 349 documents.
+    # The default's cold run at n takes 79.2 − 24.38 + 24.38 · n / 100 minutes: 349 -> 139.9 min.
     contrast = pd.DataFrame({"algorithm": ["a", "b", "mean of the algorithms"], "diff_se": [0.02, 0.02, 0.01]})
-    assert run_minutes(100) == pytest.approx(213) and run_minutes(0) == pytest.approx(133)
-    # A 300-min budget: 349 does not fit; the largest that does is floor(100 · (144.5 − 61) / 40) = 208.
-    rule = evaluation_size(contrast, 100, budget_minutes=300).iloc[0]
+    assert run_minutes(100) == pytest.approx(79.2) and run_minutes(0) == pytest.approx(54.82)
+    # The 120-min budget: 349 does not fit; the largest that does is floor(100 · (120 − 54.82) / 24.38) = 267.
+    rule = evaluation_size(contrast, 100).iloc[0]
     assert rule.median_se_points == pytest.approx(2.0)
-    assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(412.2)
+    assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(139.9062)
     assert not rule.fits_session
-    assert rule.limit_chosen == largest_fitting_limit(300) == 208
-    assert rule.minutes_chosen == pytest.approx(run_minutes(208)) and rule.minutes_chosen <= 300
-    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 208))
-    # SE 0.5: 22 documents detect 3 points, 150.6 min: the smallest limit, when it fits.
-    assert evaluation_size(contrast.assign(diff_se=0.005), 100, budget_minutes=300).iloc[0].limit_chosen == 22
-    # The 120-min budget: even the fixed part (133 min) does not fit, so the limit stays and the text says so.
-    rule = evaluation_size(contrast, 100)
-    assert largest_fitting_limit() == 0 and rule.iloc[0].limit_chosen == 100 and not rule.iloc[0].fits_session
+    assert rule.limit_chosen == largest_fitting_limit() == 267
+    assert rule.minutes_chosen == pytest.approx(run_minutes(267)) and rule.minutes_chosen <= 120
+    assert rule.minutes_chosen_slowest_cpu == pytest.approx(1.98 * run_minutes(267))
+    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 267))
+    assert "these results use limit 100, so the chosen one needs a rerun" in evaluation_size_markdown(
+        evaluation_size(contrast, 100)
+    )
+    # SE 0.5: 22 documents detect 3 points, 60.2 min: the smallest limit, when it fits.
+    assert evaluation_size(contrast.assign(diff_se=0.005), 100).iloc[0].limit_chosen == 22
+    # A 50-min budget: even the fixed part (54.8 min) does not fit, so the limit stays and the text says so.
+    rule = evaluation_size(contrast, 100, budget_minutes=50)
+    assert largest_fitting_limit(50) == 0 and rule.iloc[0].limit_chosen == 100 and not rule.iloc[0].fits_session
     assert "the study itself must shrink" in evaluation_size_markdown(rule)
+
+
+def test_evaluation_size_rule_reads_the_default_cold_run_record():
+    """The rule's timings are the committed record's: the cold run's wall minutes, its evaluation
+    pass's limit-dependent minutes, and the slowest VM's seconds ratio over the searches both ran."""
+    import re
+
+    from depthprune.reporting import power
+
+    record = (REPO / power.COLD_RUN_RECORD).read_text(encoding="utf-8")
+    values = dict(re.findall(r"^(\w+)=([\d.]+)$", record, flags=re.M))
+    assert float(values["wall_minutes"]) == power.COLD_RUN_MINUTES
+    assert float(values["evaluation_limit_dependent_minutes"]) == power.EVALUATION_MINUTES
+    assert power.MEASURED_LIMIT == 100
+    searches = (REPO / "benchmarks/records/2026-12-04-default-cold-searches-amd-zen3-avx2-float32.csv").read_text()
+    ratio = re.search(r"over those \d+ = ([\d.]+); identical removed sets and losses: yes", searches)
+    assert ratio is not None and round(float(ratio[1]), 2) == power.SLOWEST_CPU_FACTOR
 
 
 # --------------------------------------------------------------------------- distinct sets, failed searches
