@@ -105,13 +105,30 @@ def test_tlm_table_reads_the_mean_over_the_algorithms(tmp_path):
     assert len(table.splitlines()) == 3  # one row: the mean, and nothing for the absent folder
 
 
+def boundary_sets(aggregate: str, calibration: str | None = None) -> tuple[int, int]:
+    """(sets that remove the first or the last block, sets) of a committed study's seven algorithms."""
+    import pandas as pd
+
+    from depthprune.reporting.style import CONTROL_ALGORITHMS
+
+    summary = pd.read_csv(REPO / aggregate / "summary.csv")
+    pruned = summary[(summary["algorithm"] != "dense") & ~summary["algorithm"].isin(CONTROL_ALGORITHMS)]
+    if calibration is not None:
+        pruned = pruned[pruned["calibration"] == calibration]
+    last = {int(n) - 1 for n in pruned["n_layers"]}
+    assert len(last) == 1
+    at_boundary = sum(bool({0, *last} & {int(b) for b in str(r).split()}) for r in pruned["removed"])
+    return at_boundary, len(pruned)
+
+
 def test_readme_count_of_tlm_sets_at_the_boundary_is_the_committed_one():
-    """The README's "16 of the 18 TLM sets remove the first or the last block" reads the default study."""
+    """The README's "16 of the 18 TLM sets remove the first or the last block" reads the sensitivity run
+    without the barrier (the controls included, as the README counts them)."""
     import re
 
     import pandas as pd
 
-    summary = pd.read_csv(REPO / "results" / "aggregate" / "summary.csv")
+    summary = pd.read_csv(REPO / "results" / "protect_none" / "aggregate" / "summary.csv")
     tlm = summary[summary["calibration"] == "tlm_cs170k"]
     last = {int(n) - 1 for n in tlm["n_layers"]}
     assert len(last) == 1
@@ -119,3 +136,18 @@ def test_readme_count_of_tlm_sets_at_the_boundary_is_the_committed_one():
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     found = re.search(r"(\d+) of the (\d+) TLM sets remove the first or the last block", readme)
     assert found is not None and (int(found[1]), int(found[2])) == (at_boundary, len(tlm))
+    assert boundary_sets("results/protect_none/aggregate") > (0, 0)
+
+
+def test_committed_default_study_keeps_the_first_and_last_block_and_scores_every_set_held_out():
+    """[22]'s barrier (protect: boundary) in the committed default: no set of the paper's seven
+    algorithms removes block 0 or the last block, and every set has its held-out loss."""
+    import pandas as pd
+    import yaml
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    assert config["model_table"]["smollm2-135m"]["protect"] == "boundary"
+    at_boundary, n_sets = boundary_sets("results/aggregate")
+    assert n_sets == 28 and at_boundary == 0
+    selections = pd.read_csv(REPO / "results" / "aggregate" / "selections.csv")
+    assert selections["heldout_loss"].notna().all() and (selections["heldout_samples"] > 0).all()
