@@ -238,6 +238,7 @@ def test_schema_and_config_match_the_registries():
     from depthprune import paths
     from depthprune.calibration.specs import CALIBRATIONS
     from depthprune.evaluation.benchmarks import BENCHMARK_TABLE, BENCHMARKS, METRICS
+    from depthprune.reporting.style import PAPER_ALGORITHMS
     from depthprune.search import STUDY_ALGORITHMS
 
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -272,7 +273,12 @@ def test_schema_and_config_match_the_registries():
             assert benchmark.headline in benchmark.metrics
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    assert config["algorithms"] == list(STUDY_ALGORITHMS)
+    # The default runs the paper's seven; every other study algorithm (the random-init controls) runs
+    # in the extended preset, and every one has its hyper-parameters in config.yaml.
+    assert config["algorithms"] == list(PAPER_ALGORITHMS)
+    extended = yaml.safe_load((REPO / "config" / "extended.yaml").read_text())
+    assert extended["algorithms"] == list(STUDY_ALGORITHMS)
+    assert set(STUDY_ALGORITHMS) <= set(config["search_params"])
     assert config["evaluation"]["tasks"] == list(BENCHMARKS)
     assert config["model_cache_dir"] == paths.MODEL_CACHE_DIR
     # config.yaml states the paper's hyper-parameters: each value is the algorithm's default.
