@@ -263,6 +263,8 @@ def loss_accuracy_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     """
     from depthprune.reporting.bootstrap import interval_mc, spearman_rows
 
+    columns = ["model", "budget", "calibration", "loss_kind", "n", "n_distinct_sets"]
+    columns += ["rho", "rho_ci_low", "rho_ci_high", "p_value", "note"]
     rows = []
     pruned = sort_frame(summary[summary["algorithm"] != DENSE_ALGORITHM])
     kinds = {kind: column for kind, column in LOSS_KINDS.items() if column in pruned.columns}
@@ -276,34 +278,8 @@ def loss_accuracy_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
                 accuracy = reps.aligned(valid, "avg_accuracy")
                 lo, hi, _, _ = interval_mc(spearman_rows(np.broadcast_to(loss, accuracy.shape), accuracy))
             distinct = int(valid["removed"].nunique()) if "removed" in valid.columns else len(valid)
-            rows.append(
-                {
-                    "model": model,
-                    "budget": budget,
-                    "calibration": calibration,
-                    "loss_kind": kind,
-                    "n": len(valid),
-                    "n_distinct_sets": distinct,
-                    "rho": rho,
-                    "rho_ci_low": lo,
-                    "rho_ci_high": hi,
-                    "p_value": p_value,
-                    "note": note,
-                }
-            )
-    columns = [
-        "model",
-        "budget",
-        "calibration",
-        "loss_kind",
-        "n",
-        "n_distinct_sets",
-        "rho",
-        "rho_ci_low",
-        "rho_ci_high",
-        "p_value",
-        "note",
-    ]
+            values = (model, budget, calibration, kind, len(valid), distinct, rho, lo, hi, p_value, note)
+            rows.append(dict(zip(columns, values, strict=True)))
     return pd.DataFrame(rows, columns=columns)
 
 
