@@ -151,3 +151,14 @@ def test_committed_default_study_keeps_the_first_and_last_block_and_scores_every
     assert n_sets == 28 and at_boundary == 0
     selections = pd.read_csv(REPO / "results" / "aggregate" / "selections.csv")
     assert selections["heldout_loss"].notna().all() and (selections["heldout_samples"] > 0).all()
+
+
+def test_readme_is_a_users_page():
+    """Issue 36: the README stays within 300 lines, with no commit hashes (history is in CHANGELOG.md)."""
+    import re
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    # a 7-to-40-digit hexadecimal word with a digit and a letter in it reads as a commit hash
+    hashes = [w for w in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"\d", w) and re.search(r"[a-f]", w)]
+    assert not hashes, hashes
