@@ -38,6 +38,11 @@ STUDIES = {
         "results/protect_none/aggregate",
         "figures/protect_none",
     ),
+    "tlm_sensitivity": (
+        ["--configfile", "config/tlm_sensitivity.yaml"],
+        "results/tlm_sensitivity/aggregate",
+        "figures/tlm_sensitivity",
+    ),
 }
 FIGURE_RULES = {"render", "calibration_size", "figures"}
 

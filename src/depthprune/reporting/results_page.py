@@ -27,6 +27,7 @@ STUDIES = {
     "figures/two_families": ("Two model families: SmolLM2-135M and Gemma 3 270M", "config/two_families.yaml"),
     "figures/calibration_size": ("Calibration-size study", "config/calibration_size.yaml"),
     "figures/protect_none": ("Sensitivity: every block removable (no barrier)", "config/protect_none.yaml"),
+    "figures/tlm_sensitivity": ("Sensitivity: TLM with the bounded cross-entropy loss", "config/tlm_sensitivity.yaml"),
 }
 DEFAULT_STUDIES = tuple(STUDIES)
 PAGE = Path("docs/results.md")
