@@ -105,14 +105,15 @@ def test_tlm_table_reads_the_mean_over_the_algorithms(tmp_path):
     assert len(table.splitlines()) == 3  # one row: the mean, and nothing for the absent folder
 
 
-def boundary_sets(aggregate: str, calibration: str | None = None) -> tuple[int, int]:
-    """(sets that remove the first or the last block, sets) of a committed study's seven algorithms."""
+def boundary_sets(aggregate: str, calibration: str | None = None, controls: bool = False) -> tuple[int, int]:
+    """(sets that remove the first or the last block, sets) of a committed study's seven algorithms
+    (with ``controls``, also its random-init controls)."""
     import pandas as pd
 
     from depthprune.reporting.style import CONTROL_ALGORITHMS
 
     summary = pd.read_csv(REPO / aggregate / "summary.csv")
-    pruned = summary[(summary["algorithm"] != "dense") & ~summary["algorithm"].isin(CONTROL_ALGORITHMS)]
+    pruned = summary[(summary["algorithm"] != "dense") & (controls | ~summary["algorithm"].isin(CONTROL_ALGORITHMS))]
     if calibration is not None:
         pruned = pruned[pruned["calibration"] == calibration]
     last = {int(n) - 1 for n in pruned["n_layers"]}
@@ -126,16 +127,10 @@ def test_readme_count_of_tlm_sets_at_the_boundary_is_the_committed_one():
     without the barrier (the controls included, as the README counts them)."""
     import re
 
-    import pandas as pd
-
-    summary = pd.read_csv(REPO / "results" / "protect_none" / "aggregate" / "summary.csv")
-    tlm = summary[summary["calibration"] == "tlm_cs170k"]
-    last = {int(n) - 1 for n in tlm["n_layers"]}
-    assert len(last) == 1
-    at_boundary = sum(bool({0, *last} & {int(b) for b in str(r).split()}) for r in tlm["removed"])
+    at_boundary, n_sets = boundary_sets("results/protect_none/aggregate", "tlm_cs170k", controls=True)
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     found = re.search(r"(\d+) of the (\d+) TLM sets remove the first or the last block", readme)
-    assert found is not None and (int(found[1]), int(found[2])) == (at_boundary, len(tlm))
+    assert found is not None and (int(found[1]), int(found[2])) == (at_boundary, n_sets)
     assert boundary_sets("results/protect_none/aggregate") > (0, 0)
 
 
