@@ -118,3 +118,36 @@ def test_cli_prior_and_search_under_boundary(tiny_model_dir, data_dir, tmp_path)
     # 6 would leave no removable block besides the boundary's: refused.
     assert main([*search, "--protect", "boundary", "--algorithm", "greedy", "--budget", "6", *out]) == 2
     assert main([*search, "--algorithm", "one_shot", "--budget", "3", *out]) == 2  # prior says protected [0, 7]
+
+
+def test_aggregate_records_each_models_search_space(tmp_path):
+    """`aggregate --protected MODEL=SPEC` (the aggregate rule passes each model's model_table entry)
+    adds the `protected` column the agreement nulls read; a set that removes a protected block is an
+    error naming its file; without protection the aggregate keeps its columns."""
+    import pandas as pd
+
+    from depthprune.reporting.aggregate import add_protected, protected_layers
+    from depthprune.reporting.analysis import depth_of
+    from depthprune.workflow import aggregate_protected_args
+
+    assert protected_layers("boundary", 30) == (0, 29)
+    assert protected_layers("4,boundary", 30) == (0, 4, 29) and protected_layers("", 30) == ()
+    with pytest.raises(ValueError, match="neither a block index"):
+        protected_layers("30", 30)
+    selections = pd.DataFrame(
+        {"model": ["m", "m"], "removed": ["3 5", "4 6"], "n_layers": [12, 12], "source": ["a.json", "b.json"]}
+    )
+    assert "protected" not in add_protected(selections, {})
+    recorded = add_protected(selections, {"m": "boundary"})
+    assert list(recorded["protected"]) == ["0 11", "0 11"]
+    assert depth_of(recorded.assign(layers=[(3, 5), (4, 6)])) == 10  # 12 blocks less the 2 kept
+    assert depth_of(selections.assign(layers=[(3, 5), (4, 6)])) == 12
+    with pytest.raises(ValueError, match=r"b\.json: removes protected block\(s\) \[6\]"):
+        add_protected(selections, {"m": "6"})
+
+    table = {"a": {"protected_layers": [], "protect": "boundary"}, "b": {"protected_layers": [3], "protect": "none"}}
+    assert aggregate_protected_args({"models": ["a", "b"], "model_table": table}) == (
+        "--protected a=boundary --protected b=3"
+    )
+    none = {"models": ["b"], "model_table": {"b": {"protected_layers": [], "protect": "none"}}}
+    assert aggregate_protected_args(none) == ""

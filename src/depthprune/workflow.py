@@ -215,6 +215,21 @@ def evaluator_args(config: Mapping, wildcards) -> str:
     )
 
 
+def aggregate_protected_args(config: Mapping, wildcards=None) -> str:
+    """`--protected MODEL=SPEC` per model of the study that protects a block (model_table
+    `protected_layers`, `protect: boundary`), so the aggregate records each search space; none when no
+    model protects one (the command is the one from before the option existed)."""
+    specs = {}
+    for model in config["models"]:
+        entry = model_entry(config, model)
+        parts = [str(i) for i in sorted(entry.get("protected_layers") or [])]
+        if entry.get("protect") == "boundary":
+            parts.append("boundary")
+        if parts:
+            specs[model] = ",".join(parts)
+    return cli_args({"protected": specs or None})
+
+
 def search_param_args(config: Mapping, wildcards) -> str:
     """`--param key=value` for this algorithm's hyper-parameters only: a params change of one
     algorithm then reruns only its searches."""

@@ -22,8 +22,9 @@ rule aggregate:
         "../../envs/depthprune.yaml"
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+        protected=cli_options("aggregate_protected_args"),  # each model's search space, for the nulls
     shell:
         "depthprune --log-file {log:q} aggregate"
         " --selections {input.selections:q} --metrics {input.metrics:q}"
-        " --samples {input.samples:q}"
+        " --samples {input.samples:q} {params.protected}"
         " --out {params.out_dir:q}"

@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from depthprune.budgets import protected_blocks
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
@@ -57,6 +58,12 @@ SELECTION_COLUMNS = KEY + SUMMARY_SELECTION_COLUMNS + ["seed", "hyperparameters"
 # from `search --heldout-samples`): columns of selections and summary only when some selection has
 # them, so aggregates of studies without held-out scoring keep their columns and bytes.
 HELDOUT_COLUMNS = ["heldout_loss", "heldout_accuracy", "heldout_samples"]
+# The blocks no search could remove ("0 29" under `protect: boundary`; config model_table, passed as
+# `aggregate --protected MODEL=SPEC`): the nulls of the agreement statistics draw random sets from the
+# n_layers − |protected| candidates. A column only when some model protects a block, so aggregates of
+# studies without protection keep their columns and bytes.
+PROTECTED_COLUMN = "protected"
+BOUNDARY = "boundary"
 
 AGGREGATE_TABLES = ("selections", "metrics", "summary")
 SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
@@ -210,10 +217,48 @@ class Aggregate:
     summary: pd.DataFrame
 
 
-def aggregate(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> Aggregate:
-    """Build the three aggregate tables from explicit file lists (of one provenance: provenance.py)."""
+def protected_layers(spec: str, n_layers: int) -> tuple[int, ...]:
+    """The protected blocks of a model with ``n_layers`` blocks from a spec: comma-separated block
+    indices and/or ``boundary`` (the first and the last block, budgets.protected_blocks); "" protects none."""
+    parts = [p.strip() for p in str(spec).split(",") if p.strip()]
+    explicit = [p for p in parts if p != BOUNDARY]
+    bad = [p for p in explicit if not re.fullmatch(r"\d+", p) or int(p) >= n_layers]
+    if bad:
+        raise ValueError(
+            f"--protected {spec!r}: {', '.join(bad)} is neither a block index in 0..{n_layers - 1} nor {BOUNDARY!r}"
+        )
+    return protected_blocks([int(p) for p in explicit], BOUNDARY if BOUNDARY in parts else "none", n_layers)
+
+
+def add_protected(selections: pd.DataFrame, protected: Mapping[str, str]) -> pd.DataFrame:
+    """Add the ``protected`` column (blocks as "0 29") when some model's spec protects a block; a
+    selection that removes a protected block is an error (the searches never do)."""
+    if selections.empty or not any(str(spec).strip() for spec in protected.values()):
+        return selections
+    unknown = sorted(set(protected) - set(selections["model"]))
+    if unknown:
+        raise ValueError(f"--protected names models without selections: {', '.join(unknown)}")
+    column = []
+    for row in selections.itertuples(index=False):
+        layers = protected_layers(protected.get(row.model, ""), int(row.n_layers))
+        clash = sorted(set(layers) & set(parse_layers(row.removed)))
+        if clash:
+            raise ValueError(f"{row.source}: removes protected block(s) {clash} of model {row.model}")
+        column.append(format_layers(layers))
+    out = selections.copy()
+    out.insert(out.columns.get_loc("n_layers") + 1, PROTECTED_COLUMN, column)
+    return out
+
+
+def aggregate(
+    selection_files: Sequence[str | Path],
+    metrics_files: Sequence[str | Path],
+    protected: Mapping[str, str] | None = None,
+) -> Aggregate:
+    """Build the three aggregate tables from explicit file lists (of one provenance: provenance.py);
+    ``protected`` maps a model to its protected-block spec (``protected_layers``)."""
     check_provenance(selection_files, metrics_files)
-    selections = _selections_frame([Path(p) for p in selection_files])
+    selections = add_protected(_selections_frame([Path(p) for p in selection_files]), protected or {})
     metrics = assign_seeds(_metrics_frame([Path(p) for p in metrics_files]), selections)
     _check_consistency(selections, metrics)
     summary = build_summary(selections, metrics)
@@ -314,7 +359,8 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
     keys = pd.concat([selections[RUN_KEY], wide[RUN_KEY], metrics[RUN_KEY]]).drop_duplicates()
     keys["seed"] = keys["seed"].astype(int)
     heldout = [c for c in HELDOUT_COLUMNS if c in selections.columns]
-    summary = keys.merge(selections[RUN_KEY + SUMMARY_SELECTION_COLUMNS + heldout], on=RUN_KEY, how="left")
+    protected = [PROTECTED_COLUMN] if PROTECTED_COLUMN in selections.columns else []
+    summary = keys.merge(selections[RUN_KEY + SUMMARY_SELECTION_COLUMNS + protected + heldout], on=RUN_KEY, how="left")
     summary = summary.merge(wide.astype({"seed": int}), on=RUN_KEY, how="left")
     for col in PERPLEXITY_COLUMNS + ACCURACY_COLUMNS:
         if col not in summary:
@@ -344,6 +390,7 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
         + list(ACCURACY_COLUMNS)
         + ["avg_accuracy"]
         + extra
+        + protected
         + heldout
     )
     summary["budget"] = summary["budget"].astype(int)

@@ -82,11 +82,15 @@ def sort_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def depth_of(group: pd.DataFrame) -> int:
-    """Candidate layers N of a cell's searches: the model's decoder blocks (``n_layers``); the sets'
-    largest index + 1 when the aggregate lacks it. Protected layers are not recorded in the aggregate
-    (none by default), so the nulls take every block as a candidate."""
+    """Candidate layers N of a cell's searches, the depth the agreement nulls draw random sets from:
+    the model's decoder blocks (``n_layers``) less its protected ones (the aggregate's ``protected``
+    column, "0 29" under ``protect: boundary``; absent: none protected); the sets' largest index + 1
+    when the aggregate lacks ``n_layers``."""
     if "n_layers" in group.columns and group["n_layers"].notna().any():
-        return int(group["n_layers"].dropna().iloc[0])
+        first = group[group["n_layers"].notna()].iloc[0]
+        protected = first.get("protected") if "protected" in group.columns else None
+        n_protected = len(parse_layers(protected)) if isinstance(protected, str) else 0
+        return int(first["n_layers"]) - n_protected
     return int(max((max(s) for s in group["layers"] if s), default=-1) + 1)
 
 
@@ -109,7 +113,7 @@ def agreement_table(selections: pd.DataFrame) -> pd.DataFrame:
                 "budget": budget,
                 "calibration": calibration,
                 **stats_row,
-                "n_layers": depth,
+                "n_candidates": depth,
                 "set_size": size,
                 "random_mean_jaccard": expected,
                 "p_value": p_value,
@@ -125,7 +129,7 @@ def agreement_table(selections: pd.DataFrame) -> pd.DataFrame:
         "min_jaccard",
         "max_jaccard",
         "full_overlap",
-        "n_layers",
+        "n_candidates",
         "set_size",
         "random_mean_jaccard",
         "p_value",

@@ -29,6 +29,14 @@ def register(subparsers) -> None:
     agg.add_argument(
         "--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)"
     )
+    agg.add_argument(
+        "--protected",
+        action="append",
+        default=[],
+        metavar="MODEL=SPEC",
+        help="blocks MODEL's searches could not remove: comma-separated indices and/or 'boundary' (first and "
+        "last block); recorded as the aggregate's 'protected' column for the nulls of the agreement statistics",
+    )
     agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
 
@@ -116,7 +124,13 @@ def run_aggregate(args: argparse.Namespace) -> int:
         origin = f"--results {args.results}"
     if not selection_files and not metrics_files:
         raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
-    agg = aggregate(selection_files, metrics_files)
+    protected = {}
+    for item in args.protected:
+        model, sep, spec = item.partition("=")
+        if not sep or not model:
+            raise ValueError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
+        protected[model] = spec
+    agg = aggregate(selection_files, metrics_files, protected)
     written = write_aggregate(agg, args.out)
     # Always written (empty without per-document results): the render rule declares it as input.
     written.append(write_samples(collect_samples(sample_files, agg.selections), args.out))

@@ -271,7 +271,7 @@ def table6(selections: pd.DataFrame) -> ReportTable:
                     "paper_mean_jaccard": None,
                 }
             )
-        designs = [(int(r.n_layers), int(r.set_size), int(r.n_sets)) for r in group.itertuples(index=False)]
+        designs = [(int(r.n_candidates), int(r.set_size), int(r.n_sets)) for r in group.itertuples(index=False)]
         expected, p_value = pooled_agreement_null(designs, group["mean_jaccard"].mean())
         rows.append(
             {
