@@ -129,6 +129,42 @@ def test_statistics_across_seeds():
     assert list(order[(order.calibration == "tlm_cs170k") & (order.algorithm == "greedy")]["size"]) == ["8", "32"]
 
 
+def test_nulls_draw_from_the_unprotected_blocks_and_held_out_loss_is_summarised():
+    """Under `protect: boundary` random sets come from n_layers − 2 candidates; the held-out loss is
+    averaged over the draws like the calibration loss."""
+    from depthprune.reporting.nulls import expected_random_jaccard
+
+    summary = synthetic_summary()
+    pruned = summary["algorithm"] != "dense"
+    summary.loc[pruned, "n_layers"] = 6
+    summary.loc[pruned, "heldout_loss"] = [0.5, 0.5, 1.0, 1.0, 3.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 4.0]
+    table = calibration_size_table(summary).set_index(["calibration", "size", "algorithm"])
+    assert table.loc[("tlm_cs170k", "8", "one_shot"), "n_candidates"] == 6
+    # The same sets with blocks 0 and 5 protected: 2-of-4 random sets agree more (E[J] = 7/18).
+    protected = summary.assign(protected=summary["algorithm"].map(lambda a: "" if a == "dense" else "0 5"))
+    guarded = calibration_size_table(protected).set_index(["calibration", "size", "algorithm"])
+    small = guarded.loc[("tlm_cs170k", "8", "one_shot")]
+    assert small["n_candidates"] == 4
+    assert small["jaccard_random"] == pytest.approx(expected_random_jaccard(4, 2)) == pytest.approx(7 / 18)
+    assert small["jaccard_random_lo"] <= small["jaccard_random"] <= small["jaccard_random_hi"]
+    assert small["heldout_loss_mean"] == pytest.approx(1.5) and small["heldout_loss_max"] == 3.0
+    assert table.loc[("tlm_cs170k", "32", "one_shot"), "heldout_loss_mean"] == pytest.approx(2.0)
+
+
+def test_draw_bootstrap_interval_of_the_mean_jaccard():
+    from depthprune.reporting.nulls import draw_bootstrap_mean_jaccard
+
+    # Identical draws: every resample's mean is 1.
+    assert draw_bootstrap_mean_jaccard([{1, 2}] * 4) == (1.0, 1.0)
+    # Two disjoint pairs of identical draws: pairs within a pair give 1, across 0; the observed mean
+    # 2/6 = 1/3 lies inside, and resamples of one pair alone reach 1, of one draw per pair 0.
+    lo, hi = draw_bootstrap_mean_jaccard([{1, 2}, {1, 2}, {3, 4}, {3, 4}], n_resamples=2000)
+    assert lo == 0.0 and hi == 1.0
+    lo, hi = draw_bootstrap_mean_jaccard([{1, 2}, {1, 2}, {1, 2}, {1, 2}, {1, 2}, {1, 2}, {1, 2}, {3, 4}])
+    assert lo < 0.75 < hi  # 21 of 28 pairs identical
+    assert all(math.isnan(v) for v in draw_bootstrap_mean_jaccard([{1}, {2}]))  # two draws: no interval
+
+
 def synthetic_samples(n_docs: int = 40) -> pd.DataFrame:
     """Per-document accuracies of the TLM runs of ``synthetic_summary`` on the six zero-shot tasks: at
     8 items seed k answers the first 10 k documents of every task right (0, 25, 50 % correct); at 32
@@ -193,6 +229,23 @@ def test_render_writes_figure_and_tables(tmp_path):
     assert "0.22" in markdown and "1.00" in markdown  # the two Jaccard values of one-shot
     csv = pd.read_csv(tmp_path / "figures" / "tables" / "calibration_size.csv")
     assert {"jaccard_mean", "loss_mean", "avg_accuracy_mean", "avg_perplexity_geomean"} <= set(csv.columns)
+    assert set(csv["perplexity_of"]) == {"average"}
+
+
+def test_a_study_of_wikitext2_alone_reports_its_perplexity(tmp_path):
+    """The v2 preset evaluates WikiText-2 and no other perplexity: the average is NaN, so the table
+    and figure report WikiText-2's."""
+    summary = synthetic_summary()
+    summary["ppl_wikitext2"] = summary["avg_perplexity"]
+    summary["avg_perplexity"] = float("nan")
+    table = calibration_size_table(summary).set_index(["calibration", "size", "algorithm"])
+    small = table.loc[("tlm_cs170k", "8", "one_shot")]
+    assert small["perplexity_of"] == "wikitext2" and small["avg_perplexity_geomean"] == pytest.approx(1e4)
+    aggregate = tmp_path / "aggregate"
+    aggregate.mkdir()
+    summary.to_csv(aggregate / "summary.csv", index=False)
+    render_calibration_size(aggregate, tmp_path / "figures")
+    assert "wikitext2" in (tmp_path / "figures" / "tables" / "calibration_size.md").read_text()
 
 
 def test_cli_writes_the_calibration_label(tiny_model_dir, data_dir, tmp_path):

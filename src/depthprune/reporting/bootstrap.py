@@ -53,6 +53,8 @@ class Replicates:
     n_resamples: int
     seed: int
     units: dict[str, int] | None = None  # benchmark -> resampled documents / windows
+    # benchmark -> (n_resamples, n_runs) replicates of that benchmark alone (NaN where a run lacks it)
+    per_benchmark: dict[str, np.ndarray] | None = None
 
     def column(self, row: pd.Series | dict) -> int | None:
         match = np.flatnonzero(np.logical_and.reduce([self.keys[k].to_numpy() == row[k] for k in KEY]))
@@ -116,7 +118,15 @@ def document_replicates(
         per_benchmark[benchmark] = full
     acc = _average(per_benchmark, list(ZERO_SHOT_BENCHMARKS), len(keys), n_resamples)
     ppl = _average(per_benchmark, list(PERPLEXITY_BENCHMARKS), len(keys), n_resamples)
-    return Replicates(keys=keys, avg_accuracy=acc, avg_perplexity=ppl, n_resamples=n_resamples, seed=seed, units=units)
+    return Replicates(
+        keys=keys,
+        avg_accuracy=acc,
+        avg_perplexity=ppl,
+        n_resamples=n_resamples,
+        seed=seed,
+        units=units,
+        per_benchmark={benchmark: values.T for benchmark, values in per_benchmark.items()},
+    )
 
 
 def _average(per_benchmark: dict, benchmarks: list[str], n_runs: int, n_resamples: int) -> np.ndarray:

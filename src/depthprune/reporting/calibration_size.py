@@ -7,14 +7,20 @@ size, M and algorithm, across seeds:
 
 - ``jaccard_mean``: mean pairwise Jaccard of the removed sets of the seeds (1 = every seed removes the
   same blocks; the calibration sample, not the search, decides the set when it is low);
+  ``jaccard_lo`` / ``_hi`` is its 95 % bootstrap interval over the draws (a draw never paired with
+  its own copy);
 - ``jaccard_random`` / ``jaccard_p_value``: the same statistic's expectation for as many uniform
-  random sets of the same size and depth (exact), and the simulated permutation p-value of
-  ``jaccard_mean`` against it (reporting/nulls.py);
+  random sets of the same size drawn from the searches' candidates (``n_candidates``: the blocks less
+  the protected ones; exact), the central 95 % range of that null (``jaccard_random_lo`` / ``_hi``,
+  simulated) and the simulated permutation p-value of ``jaccard_mean`` against it (reporting/nulls.py);
 - ``loss_mean`` / ``loss_std``: the calibration loss of the found set (docs/method.md §2; comparable
-  across seeds of one size, not across objectives);
+  across seeds of one size, not across objectives); ``heldout_loss_mean`` / ``_std`` / ``_min`` /
+  ``_max``: the same objective on the fixed held-out draw (one draw for every size and seed, so
+  comparable across sizes);
 - ``avg_accuracy_mean`` / ``_std`` (six zero-shot tasks) and ``avg_perplexity_geomean`` (WikiText-2,
   C4, LAMBADA; geometric mean over seeds, since perplexities of pruned models span decades), with the
-  spread over seeds (min–max) and, from the per-document results, a 95 % paired-bootstrap interval
+  spread over seeds (min–max); a study that evaluates only WikiText-2 reports its perplexity there
+  instead (``perplexity_of``); and, from the per-document results, a 95 % paired-bootstrap interval
   over the evaluation documents of the same mean over seeds (``avg_accuracy_lo``/``_hi``,
   ``avg_perplexity_lo``/``_hi``; reporting/bootstrap.py, docs/method.md §7).
 
@@ -38,10 +44,12 @@ import numpy as np
 import pandas as pd
 
 from depthprune.calibration.variants import parse_label
+from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import calibration_kind
+from depthprune.reporting.analysis import depth_of
 from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates, interval
-from depthprune.reporting.nulls import agreement_null
+from depthprune.reporting.nulls import agreement_null, draw_bootstrap_mean_jaccard, random_mean_jaccard_range
 from depthprune.reporting.style import (
     algorithm_marker,
     algorithm_name,
@@ -89,12 +97,32 @@ def _size_columns(label: str) -> dict:
     }
 
 
+def perplexity_source(summary: pd.DataFrame) -> str:
+    """The perplexity the study reports: ``avg_perplexity`` (WikiText-2, C4, LAMBADA) when its pruned
+    runs have it, else the one perplexity benchmark they all have (the v2 preset evaluates WikiText-2
+    alone): the summary column's name."""
+    pruned = summary[summary["calibration"].map(calibration_kind).isin(["tlm", "ppl"])]
+    if "avg_perplexity" in pruned and pruned["avg_perplexity"].notna().any():
+        return "avg_perplexity"
+    for benchmark in PERPLEXITY_BENCHMARKS:
+        column = f"ppl_{benchmark}"
+        if column in pruned and pruned[column].notna().any():
+            return column
+    return "avg_perplexity"
+
+
+def _mean_std(values: pd.Series) -> tuple[float, float]:
+    values = pd.to_numeric(values, errors="coerce")
+    return values.mean(), values.std(ddof=1) if values.notna().sum() > 1 else math.nan
+
+
 def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE_JACCARD) -> pd.DataFrame:
     """One row per (model, calibration, size, M, algorithm) with the statistics across seeds; ``stable``
     says whether the seeds' mean pairwise Jaccard reaches ``stable_jaccard``."""
     pruned = summary[summary["calibration"].map(calibration_kind).isin(["tlm", "ppl"])].copy()
     if pruned.empty:
         return pd.DataFrame(columns=GROUP)
+    perplexity = perplexity_source(summary)
     parts = pd.DataFrame([_size_columns(label) for label in pruned["calibration"]], index=pruned.index)
     pruned = pruned.drop(columns=["calibration"]).join(parts)
     # The seed of a run: its label's, else the one recorded in selection.json.
@@ -106,18 +134,27 @@ def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE
     for key, group in pruned.groupby(GROUP, sort=False, dropna=False):
         sets = [parse_layers(r) if isinstance(r, str) else () for r in group["removed"]]
         acc = pd.to_numeric(group.get("avg_accuracy"), errors="coerce")
-        ppl = pd.to_numeric(group.get("avg_perplexity"), errors="coerce")
-        loss = pd.to_numeric(group.get("loss"), errors="coerce")
+        ppl = pd.to_numeric(group.get(perplexity), errors="coerce")
         log_ppl = np.log(ppl[ppl > 0])
         first = group.iloc[0]
         jaccard_mean = mean_pairwise_jaccard(sets)
-        depth = (
-            int(group["n_layers"].dropna().iloc[0]) if "n_layers" in group and group["n_layers"].notna().any() else None
+        # Random sets are drawn from the searches' candidates: the blocks less the protected ones.
+        candidates = (
+            depth_of(group.assign(layers=sets)) if "n_layers" in group and group["n_layers"].notna().any() else None
         )
         size = len(sets[0]) if sets else 0
         expected, p_value = (
-            agreement_null(depth, size, len(sets), jaccard_mean) if depth is not None else (math.nan, math.nan)
+            agreement_null(candidates, size, len(sets), jaccard_mean) if candidates is not None else (math.nan,) * 2
         )
+        null_lo, null_hi = (
+            random_mean_jaccard_range(candidates, size, len(sets))
+            if candidates is not None and len(sets) > 1
+            else (math.nan,) * 2
+        )
+        jaccard_lo, jaccard_hi = draw_bootstrap_mean_jaccard(sets)
+        loss_mean, loss_std = _mean_std(group.get("loss"))
+        heldout = pd.to_numeric(group["heldout_loss"], errors="coerce") if "heldout_loss" in group else None
+        heldout_mean, heldout_std = _mean_std(heldout) if heldout is not None else (math.nan, math.nan)
         rows.append(
             dict(
                 zip(GROUP, key),
@@ -125,16 +162,29 @@ def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE
                 seq_len=first["seq_len"],
                 n_seeds=int(group["run_seed"].nunique(dropna=False)),
                 distinct_sets=len({frozenset(s) for s in sets}),
+                n_candidates=candidates,
                 jaccard_mean=jaccard_mean,
+                jaccard_lo=jaccard_lo,
+                jaccard_hi=jaccard_hi,
                 jaccard_random=expected,
+                jaccard_random_lo=null_lo,
+                jaccard_random_hi=null_hi,
                 jaccard_p_value=p_value,
-                loss_mean=loss.mean(),
-                loss_std=loss.std(ddof=1) if loss.notna().sum() > 1 else math.nan,
+                loss_mean=loss_mean,
+                loss_std=loss_std,
+                heldout_loss_mean=heldout_mean,
+                heldout_loss_std=heldout_std,
+                heldout_loss_min=heldout.min() if heldout is not None else math.nan,
+                heldout_loss_max=heldout.max() if heldout is not None else math.nan,
                 calibration_accuracy_mean=pd.to_numeric(group.get("calibration_accuracy"), errors="coerce").mean(),
+                heldout_accuracy_mean=pd.to_numeric(group.get("heldout_accuracy"), errors="coerce").mean()
+                if "heldout_accuracy" in group
+                else math.nan,
                 avg_accuracy_mean=acc.mean(),
                 avg_accuracy_std=acc.std(ddof=1) if acc.notna().sum() > 1 else math.nan,
                 avg_accuracy_min=acc.min(),
                 avg_accuracy_max=acc.max(),
+                perplexity_of=perplexity.removeprefix("ppl_").removeprefix("avg_perplexity") or "average",
                 avg_perplexity_geomean=float(np.exp(log_ppl.mean()))
                 if len(log_ppl) and ppl.notna().all()
                 else math.nan,
@@ -183,7 +233,13 @@ def add_bootstrap_intervals(
         if not len(columns):
             continue
         accuracy = replicates.avg_accuracy[:, columns].mean(axis=1)
-        perplexity = np.exp(np.log(replicates.avg_perplexity[:, columns]).mean(axis=1))
+        source = row.get("perplexity_of", "average")
+        per_run = (
+            replicates.avg_perplexity
+            if source == "average"
+            else (replicates.per_benchmark or {}).get(source, np.full_like(replicates.avg_perplexity, np.nan))
+        )
+        perplexity = np.exp(np.log(per_run[:, columns]).mean(axis=1))
         table.loc[index, ["avg_accuracy_lo", "avg_accuracy_hi"]] = interval(accuracy)
         table.loc[index, ["avg_perplexity_lo", "avg_perplexity_hi"]] = interval(perplexity)
     return table
@@ -211,10 +267,23 @@ def report_table(table: pd.DataFrame) -> ReportTable:
             f"{fmt_perplexity(lo)}–{fmt_perplexity(hi)}" if pd.notna(lo) else "–"
             for lo, hi in zip(frame["avg_perplexity_lo"], frame["avg_perplexity_hi"])
         ]
+        frame["jaccard_interval"] = [
+            f"{fmt_fraction(lo)}–{fmt_fraction(hi)}" if pd.notna(lo) else "–"
+            for lo, hi in zip(frame["jaccard_lo"], frame["jaccard_hi"])
+        ]
+        frame["random_range"] = [
+            f"{fmt_fraction(lo)}–{fmt_fraction(hi)}" if pd.notna(lo) else "–"
+            for lo, hi in zip(frame["jaccard_random_lo"], frame["jaccard_random_hi"])
+        ]
     else:
-        frame["accuracy_range"] = []
-        frame["accuracy_interval"] = []
-        frame["perplexity_interval"] = []
+        for column in (
+            "accuracy_range",
+            "accuracy_interval",
+            "perplexity_interval",
+            "jaccard_interval",
+            "random_range",
+        ):
+            frame[column] = []
     columns = [
         Column("model", "Model"),
         Column("calibration", "Calibration", calibration_name),
@@ -223,15 +292,19 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         Column("size", "Size"),
         Column("n_seeds", "Seeds", numeric=True),
         Column("jaccard_mean", "Jaccard (seeds)", fmt_fraction, best="max", numeric=True),
+        Column("jaccard_interval", "Jaccard 95% CI", csv=False),
         Column("jaccard_random", "Random sets", fmt_fraction, numeric=True),
+        Column("random_range", "Random 95% range", csv=False),
         Column("jaccard_p_value", "p", lambda v: "" if pd.isna(v) else f"{float(v):.3g}", numeric=True),
         Column("stable", "Stable", lambda v: "yes" if bool(v) else "no"),
         Column("distinct_sets", "Distinct sets", numeric=True),
         Column("loss_mean", "Calib. loss", lambda v: f"{v:.4g}", numeric=True),
+        Column("heldout_loss_mean", "Held-out loss", lambda v: "" if pd.isna(v) else f"{v:.4g}", numeric=True),
         Column("avg_accuracy_mean", "Avg acc", fmt_percent, best="max", numeric=True),
         Column("accuracy_interval", "Acc 95% CI", csv=False),
         Column("accuracy_range", "Acc range (seeds)", csv=False),
-        Column("avg_perplexity_geomean", "Avg ppl (geo. mean)", fmt_perplexity, best="min", numeric=True),
+        Column("perplexity_of", "Ppl of"),
+        Column("avg_perplexity_geomean", "Ppl (geo. mean)", fmt_perplexity, best="min", numeric=True),
         Column("perplexity_interval", "Ppl 95% CI", csv=False),
     ]
     return ReportTable(
@@ -240,8 +313,10 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         caption=(
             "Calibration-size study: per calibration size, the stability of the pruned set across seeds "
             "(mean pairwise Jaccard of the removed sets; 1 = identical; stable: at least "
-            f"{STABLE_JACCARD:g}) beside the value for random sets of the same size and depth and its "
-            "permutation p-value, the calibration loss, and the "
+            f"{STABLE_JACCARD:g}; its 95% bootstrap interval over the draws) beside the value for random sets "
+            "of the same size drawn from the same candidate blocks (protected blocks excluded), their central "
+            "95% range and the permutation p-value, the calibration loss and the loss on the fixed held-out "
+            "draw (mean over seeds), and the "
             "pruned models' average zero-shot accuracy (mean over seeds, its 95% paired-bootstrap interval over "
             "evaluation documents, and the range over seeds) and average perplexity (geometric mean over "
             "seeds, with its bootstrap interval). TLM sizes are items; perplexity sizes documents x tokens."
@@ -253,24 +328,28 @@ def report_table(table: pd.DataFrame) -> ReportTable:
     )
 
 
+# (value, bar low, bar high, y label, log scale); the held-out loss row only when the study has one.
 PANELS = [
-    ("jaccard_mean", None, None, "Jaccard across seeds", False),
+    ("jaccard_mean", "jaccard_lo", "jaccard_hi", "Jaccard across seeds", False),
+    ("heldout_loss_mean", "heldout_loss_min", "heldout_loss_max", "held-out loss", False),
     ("avg_accuracy_mean", "avg_accuracy_min", "avg_accuracy_max", "avg. accuracy (%)", False),
-    ("avg_perplexity_geomean", "avg_perplexity_min", "avg_perplexity_max", "avg. perplexity", True),
+    ("avg_perplexity_geomean", "avg_perplexity_min", "avg_perplexity_max", "perplexity", True),
 ]
 
 
 def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """One column per (model, calibration, M), one row per statistic; x: size; a line per algorithm;
-    bars: range over seeds; dotted line: the dense model."""
+    bars: the Jaccard's bootstrap interval over draws, else the range over seeds; grey band: the
+    central 95 % of random sets' Jaccard; dotted line: the dense model."""
     keys = (
         list(table[["model", "calibration", "budget"]].drop_duplicates().itertuples(index=False))
         if not table.empty
         else []
     )
+    panels = [p for p in PANELS if p[0] == "jaccard_mean" or (p[0] in table and table[p[0]].notna().any())]
     with figure_style():
-        fig = new_figure(max(3.2, 2.6 * max(1, len(keys))), 6.6)
-        axes = fig.subplots(len(PANELS), max(1, len(keys)), squeeze=False)
+        fig = new_figure(max(3.2, 2.6 * max(1, len(keys))), 2.2 * len(panels))
+        axes = fig.subplots(len(panels), max(1, len(keys)), squeeze=False)
         if not keys:
             for ax in axes[:, 0]:
                 note_panel(ax, "no calibration-size results")
@@ -280,7 +359,7 @@ def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[
             ]
             sizes = list(dict.fromkeys(panel["size"]))
             x_of = {size: i for i, size in enumerate(sizes)}
-            for r, (col, lo, hi, label, log_scale) in enumerate(PANELS):
+            for r, (col, lo, hi, label, log_scale) in enumerate(panels):
                 ax = axes[r, c]
                 scale = 100.0 if col.startswith("avg_accuracy") else 1.0
                 for algorithm in ordered_algorithms(panel["algorithm"].unique()):
@@ -290,33 +369,53 @@ def draw(table: pd.DataFrame, dense: pd.DataFrame, out_dir: str | Path) -> list[
                     x = [x_of[s] for s in rows["size"]]
                     y = rows[col].to_numpy(dtype=float) * scale
                     ax.plot(x, y, marker=algorithm_marker(algorithm), label=algorithm_name(algorithm))
-                    if lo is not None:
-                        low = rows[lo].to_numpy(dtype=float) * scale
-                        high = rows[hi].to_numpy(dtype=float) * scale
-                        ax.vlines(x, low, high, alpha=0.5, color=ax.lines[-1].get_color())
+                    low = rows[lo].to_numpy(dtype=float) * scale
+                    high = rows[hi].to_numpy(dtype=float) * scale
+                    ax.vlines(x, low, high, alpha=0.5, color=ax.lines[-1].get_color())
+                if col == "jaccard_mean":
+                    null = panel.drop_duplicates("size")
+                    x = [x_of[s] for s in null["size"]]
+                    ax.fill_between(
+                        x,
+                        null["jaccard_random_lo"].to_numpy(dtype=float),
+                        null["jaccard_random_hi"].to_numpy(dtype=float),
+                        color="0.85",
+                        label="random sets (95 %)",
+                    )
+                    ax.axhline(STABLE_JACCARD, linestyle="--", color="0.6", linewidth=0.8)
+                    ax.set_ylim(-0.05, 1.05)
+                    ax.set_title(f"{model} · {calibration_name(calibration)} · M={budget}")
                 reference = dense[dense["model"] == model]
-                if r > 0 and not reference.empty:
-                    value = reference.iloc[0]["avg_accuracy" if r == 1 else "avg_perplexity"]
+                dense_column = {"avg_accuracy_mean": "avg_accuracy", "avg_perplexity_geomean": _dense_perplexity(panel)}
+                if col in dense_column and not reference.empty and dense_column[col] in reference:
+                    value = reference.iloc[0][dense_column[col]]
                     if pd.notna(value):
                         ax.axhline(float(value) * scale, linestyle=":", color="0.4", label="dense")
                 if log_scale:
                     ax.set_yscale("log")
-                if r == 0:
-                    ax.axhline(STABLE_JACCARD, linestyle="--", color="0.6", linewidth=0.8)
-                    ax.set_ylim(-0.05, 1.05)
-                    ax.set_title(f"{model} · {calibration_name(calibration)} · M={budget}")
                 ax.set_xticks(range(len(sizes)), sizes, rotation=30)
-                if c == 0:
-                    ax.set_ylabel(label)
-                if r == len(PANELS) - 1:
+                if c == 0 or col == "heldout_loss_mean":  # held-out losses are in each objective's units
+                    ax.set_ylabel(label if col != "avg_perplexity_geomean" else _perplexity_label(panel))
+                if r == len(panels) - 1:
                     ax.set_xlabel("calibration size (items, or docs x tokens)")
         if keys:
             legend = {}  # label -> handle, over every panel (panels may hold different algorithms)
-            for ax in axes[1]:
+            for ax in axes.flat:
                 for handle, label in zip(*ax.get_legend_handles_labels()):
                     legend.setdefault(label, handle)
             fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=min(6, len(legend)))
         return save_figure(fig, out_dir, NAME)
+
+
+def _perplexity_label(panel: pd.DataFrame) -> str:
+    column = _dense_perplexity(panel)
+    return "avg. perplexity" if column == "avg_perplexity" else f"{column.removeprefix('ppl_')} perplexity"
+
+
+def _dense_perplexity(panel: pd.DataFrame) -> str:
+    """The summary column of the perplexity the panel shows (avg_perplexity or ppl_<benchmark>)."""
+    source = panel["perplexity_of"].iloc[0] if "perplexity_of" in panel and len(panel) else "average"
+    return "avg_perplexity" if source == "average" else f"ppl_{source}"
 
 
 def render_calibration_size(aggregate_dir: str | Path, out_dir: str | Path) -> list[Path]:

@@ -57,6 +57,39 @@ def _random_mean_jaccard(n_layers: int, m: int, n_sets: int, draws: int) -> np.n
     return jac[:, i, j].mean(axis=1)
 
 
+def random_mean_jaccard_range(n_layers: int, m: int, n_sets: int, level: float = 0.95) -> tuple[float, float]:
+    """The central ``level`` range of the mean pairwise Jaccard of ``n_sets`` random m-subsets: where
+    an observed value from sets with no shared signal falls (simulated, seeded by the design)."""
+    null = random_mean_jaccard(n_layers, m, n_sets)
+    if not np.isfinite(null).any():
+        return float("nan"), float("nan")
+    tail = (1.0 - level) / 2.0
+    return float(np.quantile(null, tail)), float(np.quantile(null, 1.0 - tail))
+
+
+def draw_bootstrap_mean_jaccard(
+    sets: Sequence[Iterable[int]], n_resamples: int = NULL_DRAWS, seed: int = NULL_SEED, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile interval of the mean pairwise Jaccard of ``sets`` (one per calibration draw) over
+    bootstrap resamples of the draws: draws are resampled with replacement and a draw is never paired
+    with its own copy (that pair's Jaccard 1 measures nothing). NaN with fewer than three draws."""
+    frozen = [frozenset(s) for s in sets]
+    n = len(frozen)
+    if n < 3:
+        return float("nan"), float("nan")
+    pairwise = np.array([[_jaccard(a, b) for b in frozen] for a in frozen])
+    rng = np.random.default_rng([seed, n, n_resamples])
+    picks = rng.integers(0, n, size=(n_resamples, n))
+    i, j = np.triu_indices(n, k=1)
+    first, second = picks[:, i], picks[:, j]
+    distinct = first != second
+    values = np.where(distinct, pairwise[first, second], 0.0).sum(axis=1)
+    counts = distinct.sum(axis=1)
+    means = values[counts > 0] / counts[counts > 0]
+    tail = (1.0 - level) / 2.0
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))
+
+
 def p_value_at_least(observed: float, null: np.ndarray) -> float:
     """One-sided Monte-Carlo p-value P(null ≥ observed), (1 + hits) / (1 + draws)."""
     null = np.asarray(null, dtype=float)
