@@ -29,7 +29,13 @@ from depthprune.reporting.observations import (
     evaluate_observations,
     within_band,
 )
-from depthprune.reporting.power import evaluation_size, evaluation_size_markdown, largest_fitting_limit, run_minutes
+from depthprune.reporting.power import (
+    BUDGET_MINUTES,
+    evaluation_size,
+    evaluation_size_markdown,
+    largest_fitting_limit,
+    run_minutes,
+)
 from test_reporting_statistics import samples_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,15 +140,17 @@ def test_evaluation_size_rule_by_hand():
     # The default's cold run at n takes 79.2 − 24.38 + 24.38 · n / 100 minutes: 349 -> 139.9 min.
     contrast = pd.DataFrame({"algorithm": ["a", "b", "mean of the algorithms"], "diff_se": [0.02, 0.02, 0.01]})
     assert run_minutes(100) == pytest.approx(79.2) and run_minutes(0) == pytest.approx(54.82)
-    # The 120-min budget: 349 does not fit; the largest that does is floor(100 · (120 − 54.82) / 24.38) = 267.
+    # The budget: 165 min on the slowest VM (1.98x) = 83.33 min here. 349 does not fit; the largest
+    # limit that does is floor(100 · (83.33 − 54.82) / 24.38) = 116 (83.10 min; 164.5 on the slowest VM).
+    assert pytest.approx(165 / 1.98) == BUDGET_MINUTES
     rule = evaluation_size(contrast, 100).iloc[0]
     assert rule.median_se_points == pytest.approx(2.0)
     assert rule.limit_needed == 349 and rule.minutes_needed == pytest.approx(139.9062)
     assert not rule.fits_session
-    assert rule.limit_chosen == largest_fitting_limit() == 267
-    assert rule.minutes_chosen == pytest.approx(run_minutes(267)) and rule.minutes_chosen <= 120
-    assert rule.minutes_chosen_slowest_cpu == pytest.approx(1.98 * run_minutes(267))
-    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 267))
+    assert rule.limit_chosen == largest_fitting_limit() == 116
+    assert rule.minutes_chosen == pytest.approx(83.1008) and rule.minutes_chosen <= BUDGET_MINUTES
+    assert rule.minutes_chosen_slowest_cpu == pytest.approx(164.5396) and rule.minutes_chosen_slowest_cpu <= 165
+    assert rule.mdd_points_chosen == pytest.approx(MDD_FACTOR * 2 * math.sqrt(100 / 116))
     assert "these results use limit 100, so the chosen one needs a rerun" in evaluation_size_markdown(
         evaluation_size(contrast, 100)
     )
