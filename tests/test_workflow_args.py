@@ -65,6 +65,12 @@ def test_rule_arguments_of_the_smoke_preset():
     assert wf.search_param_args(config, SimpleNamespace(algorithm="one_shot")) == ""
     evaluation = wf.evaluation_args(config, WILDCARDS)
     assert "--cache-dir results/smoke/tiny/eval_cache" in evaluation and "pass" not in evaluation
+    # A preset that overrides `evaluation.limit` moves it first in the merged config; the command must
+    # not change with that order, or Snakemake's params trigger reruns every evaluation.
+    reordered = {**config, "evaluation": {"limit": config["evaluation"]["limit"], **config["evaluation"]}}
+    assert list(reordered["evaluation"])[0] == "limit"
+    assert wf.evaluation_args(reordered, WILDCARDS) == evaluation
+    assert evaluation.startswith("--tasks ")
     assert wf.data_dir_args(config) == "--data-dir ../shared/data"
     assert wf.data_dir_args({**config, "data_dir": None}) == ""
     assert wf.memo_journal_args(config) == "--memo-journal wal"

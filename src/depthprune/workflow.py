@@ -243,9 +243,16 @@ def heldout_args(config: Mapping, wildcards) -> str:
     return cli_args({"heldout_samples": config["calibration"][objective].get("heldout_samples")})
 
 
+# config.yaml's (and the schema's) order of the `evaluation` keys. A preset that overrides one of them
+# moves it first in Snakemake's merged config; without a fixed order its command would differ from
+# the default's only in argument order, and Snakemake's params trigger would rerun every evaluation.
+EVALUATION_ORDER = ("tasks", "limit", "ppl_seq_len", "ppl_max_tokens", "batch_size", "pass_per", "headline_metrics")
+
+
 def evaluation_args(config: Mapping, wildcards) -> str:
     """`depthprune evaluate`'s settings (config section `evaluation`) and the model's cache folder."""
-    options = dict(config["evaluation"])
+    rank = {key: i for i, key in enumerate(EVALUATION_ORDER)}
+    options = dict(sorted(config["evaluation"].items(), key=lambda item: rank.get(item[0], len(rank))))
     headline = options.pop("headline_metrics")
     options.pop("pass_per")  # which jobs run a pass, not how a set is scored
     return cli_args(
