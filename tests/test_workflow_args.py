@@ -68,7 +68,7 @@ def test_rule_arguments_of_the_smoke_preset():
     # A preset that overrides `evaluation.limit` moves it first in the merged config; the command must
     # not change with that order, or Snakemake's params trigger reruns every evaluation.
     reordered = {**config, "evaluation": {"limit": config["evaluation"]["limit"], **config["evaluation"]}}
-    assert list(reordered["evaluation"])[0] == "limit"
+    assert next(iter(reordered["evaluation"])) == "limit"
     assert wf.evaluation_args(reordered, WILDCARDS) == evaluation
     assert evaluation.startswith("--tasks ")
     assert wf.data_dir_args(config) == "--data-dir ../shared/data"
