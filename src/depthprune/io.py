@@ -170,6 +170,11 @@ REPORT_SIGNIFICANT_DIGITS = 8
 # is 0 on one CPU and 3.8e-15 on another. Report numbers (accuracies, losses, Jaccards, ratios,
 # p-values from at most a few thousand permutations) mean nothing below this magnitude, so it prints as 0.
 REPORT_ZERO_BELOW = 1e-12
+# Before that rounding every number is first snapped to this many significant digits. A number that
+# sits exactly on a rounding boundary (the aggregate rounds accuracies to 9 decimals, so an average of
+# k/116 can end in a 5 in its ninth decimal) is then rounded from one float whatever the CPU's
+# last-digit noise: otherwise a 1e-14 change decides the eighth digit.
+REPORT_SNAP_DIGITS = 12
 
 
 def atomic_write_csv(path: str | os.PathLike, frame, significant_digits: int | None = None) -> None:
@@ -186,11 +191,19 @@ def atomic_write_csv(path: str | os.PathLike, frame, significant_digits: int | N
 def atomic_write_report_csv(path: str | os.PathLike, frame) -> None:
     """A report table as CSV at ``REPORT_SIGNIFICANT_DIGITS``, magnitudes below ``REPORT_ZERO_BELOW``
     as 0: the same bytes on every CPU kind."""
+    atomic_write_csv(path, report_precision(frame), significant_digits=REPORT_SIGNIFICANT_DIGITS)
+
+
+def report_precision(frame):
+    """A copy of ``frame`` with every float column snapped to ``REPORT_SNAP_DIGITS`` significant
+    digits and magnitudes below ``REPORT_ZERO_BELOW`` set to 0, ready to print at
+    ``REPORT_SIGNIFICANT_DIGITS``."""
     frame = frame.copy()
     for column in frame.select_dtypes("float").columns:
+        snapped = frame[column].map(lambda v: float(f"{v:.{REPORT_SNAP_DIGITS}g}"), na_action="ignore")
         # + 0.0 turns -0.0 into 0.0, which would otherwise print as "-0"
-        frame[column] = frame[column].mask(frame[column].abs() < REPORT_ZERO_BELOW, 0.0) + 0.0
-    atomic_write_csv(path, frame, significant_digits=REPORT_SIGNIFICANT_DIGITS)
+        frame[column] = snapped.mask(snapped.abs() < REPORT_ZERO_BELOW, 0.0) + 0.0
+    return frame
 
 
 def atomic_write_parquet(path: str | os.PathLike, frame) -> None:
