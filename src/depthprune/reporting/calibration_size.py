@@ -252,38 +252,24 @@ def _size_order(row) -> float:
     return float(row["n_samples"]) * (float(row["seq_len"]) if pd.notna(row["seq_len"]) else 1.0)
 
 
+def _spans(frame: pd.DataFrame, low: str, high: str, fmt, always: bool = False) -> list[str]:
+    """Each row's "lo–hi" in ``fmt``; "–" where ``low`` is missing (unless ``always``)."""
+    return [f"{fmt(lo)}–{fmt(hi)}" if always or pd.notna(lo) else "–" for lo, hi in zip(frame[low], frame[high])]
+
+
+SPANS = {  # report column -> (low, high, format, printed even when missing)
+    "accuracy_range": ("avg_accuracy_min", "avg_accuracy_max", fmt_percent, True),
+    "accuracy_interval": ("avg_accuracy_lo", "avg_accuracy_hi", fmt_percent, False),
+    "perplexity_interval": ("avg_perplexity_lo", "avg_perplexity_hi", fmt_perplexity, False),
+    "jaccard_interval": ("jaccard_lo", "jaccard_hi", fmt_fraction, False),
+    "random_range": ("jaccard_random_lo", "jaccard_random_hi", fmt_fraction, False),
+}
+
+
 def report_table(table: pd.DataFrame) -> ReportTable:
     frame = table.copy()
-    if not frame.empty:
-        frame["accuracy_range"] = [
-            f"{fmt_percent(lo)}–{fmt_percent(hi)}"
-            for lo, hi in zip(frame["avg_accuracy_min"], frame["avg_accuracy_max"])
-        ]
-        frame["accuracy_interval"] = [
-            f"{fmt_percent(lo)}–{fmt_percent(hi)}" if pd.notna(lo) else "–"
-            for lo, hi in zip(frame["avg_accuracy_lo"], frame["avg_accuracy_hi"])
-        ]
-        frame["perplexity_interval"] = [
-            f"{fmt_perplexity(lo)}–{fmt_perplexity(hi)}" if pd.notna(lo) else "–"
-            for lo, hi in zip(frame["avg_perplexity_lo"], frame["avg_perplexity_hi"])
-        ]
-        frame["jaccard_interval"] = [
-            f"{fmt_fraction(lo)}–{fmt_fraction(hi)}" if pd.notna(lo) else "–"
-            for lo, hi in zip(frame["jaccard_lo"], frame["jaccard_hi"])
-        ]
-        frame["random_range"] = [
-            f"{fmt_fraction(lo)}–{fmt_fraction(hi)}" if pd.notna(lo) else "–"
-            for lo, hi in zip(frame["jaccard_random_lo"], frame["jaccard_random_hi"])
-        ]
-    else:
-        for column in (
-            "accuracy_range",
-            "accuracy_interval",
-            "perplexity_interval",
-            "jaccard_interval",
-            "random_range",
-        ):
-            frame[column] = []
+    for column, (low, high, fmt, always) in SPANS.items():
+        frame[column] = _spans(frame, low, high, fmt, always) if not frame.empty else []
     columns = [
         Column("model", "Model"),
         Column("calibration", "Calibration", calibration_name),
