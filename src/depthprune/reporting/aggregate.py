@@ -29,6 +29,7 @@ import pandas as pd
 from depthprune.budgets import protected_blocks
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
+from depthprune.cli_common import check_protected
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
 from depthprune.reporting.provenance import check_provenance
@@ -218,16 +219,18 @@ class Aggregate:
 
 
 def protected_layers(spec: str, n_layers: int) -> tuple[int, ...]:
-    """The protected blocks of a model with ``n_layers`` blocks from a spec: comma-separated block
-    indices and/or ``boundary`` (the first and the last block, budgets.protected_blocks); "" protects none."""
+    """The protected blocks of a model with ``n_layers`` blocks from a spec: block indices and/or
+    ``boundary`` (the first and the last block), comma-separated; "" protects none. The same
+    parsing, range check and boundary rule as the searches' ``--protected``/``--protect``."""
     parts = [p.strip() for p in str(spec).split(",") if p.strip()]
-    explicit = [p for p in parts if p != BOUNDARY]
-    bad = [p for p in explicit if not re.fullmatch(r"\d+", p) or int(p) >= n_layers]
-    if bad:
+    try:
+        explicit = parse_layers(" ".join(p for p in parts if p != BOUNDARY))
+        check_protected(explicit, n_layers)
+    except ValueError as err:
         raise ValueError(
-            f"--protected {spec!r}: {', '.join(bad)} is neither a block index in 0..{n_layers - 1} nor {BOUNDARY!r}"
-        )
-    return protected_blocks([int(p) for p in explicit], BOUNDARY if BOUNDARY in parts else "none", n_layers)
+            f"--protected {spec!r}: a part is neither a block index in 0..{n_layers - 1} nor {BOUNDARY!r} ({err})"
+        ) from err
+    return protected_blocks(explicit, BOUNDARY if BOUNDARY in parts else "none", n_layers)
 
 
 def add_protected(selections: pd.DataFrame, protected: Mapping[str, str]) -> pd.DataFrame:
