@@ -139,18 +139,11 @@ def calibration_size_table(summary: pd.DataFrame, stable_jaccard: float = STABLE
         first = group.iloc[0]
         jaccard_mean = mean_pairwise_jaccard(sets)
         # Random sets are drawn from the searches' candidates: the blocks less the protected ones.
-        candidates = (
-            depth_of(group.assign(layers=sets)) if "n_layers" in group and group["n_layers"].notna().any() else None
-        )
+        candidates = depth_of(group.assign(layers=sets))
         size = len(sets[0]) if sets else 0
-        expected, p_value = (
-            agreement_null(candidates, size, len(sets), jaccard_mean) if candidates is not None else (math.nan,) * 2
-        )
-        null_lo, null_hi = (
-            random_mean_jaccard_range(candidates, size, len(sets))
-            if candidates is not None and len(sets) > 1
-            else (math.nan,) * 2
-        )
+        # Both are NaN with fewer than two draws.
+        expected, p_value = agreement_null(candidates, size, len(sets), jaccard_mean)
+        null_lo, null_hi = random_mean_jaccard_range(candidates, size, len(sets))
         jaccard_lo, jaccard_hi = draw_bootstrap_mean_jaccard(sets)
         loss_mean, loss_std = _mean_std(group.get("loss"))
         heldout = pd.to_numeric(group["heldout_loss"], errors="coerce") if "heldout_loss" in group else None
