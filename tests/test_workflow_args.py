@@ -71,6 +71,13 @@ def test_rule_arguments_of_the_smoke_preset():
     assert next(iter(reordered["evaluation"])) == "limit"
     assert wf.evaluation_args(reordered, WILDCARDS) == evaluation
     assert evaluation.startswith("--tasks ")
+    # The same holds for the other sections whose options are arguments, and their order is the schema's.
+    for section, order in wf.SECTION_ORDER.items():
+        assert list(order) == list(SCHEMA["properties"][section]["properties"]), section
+    flipped = {**config, "evaluator": dict(reversed(list(config["evaluator"].items())))}
+    assert wf.evaluator_args(flipped, WILDCARDS) == wf.evaluator_args(config, WILDCARDS)
+    flipped = {**config, "analysis": dict(reversed(list(config["analysis"].items())))}
+    assert wf.analysis_args(flipped) == wf.analysis_args(config)
     assert wf.data_dir_args(config) == "--data-dir ../shared/data"
     assert wf.data_dir_args({**config, "data_dir": None}) == ""
     assert wf.memo_journal_args(config) == "--memo-journal wal"

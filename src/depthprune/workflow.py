@@ -199,11 +199,29 @@ def calibration_args(config: Mapping, wildcards) -> str:
     )
 
 
+# The keys of the config sections whose options become command-line arguments, in the schema's order
+# (config.yaml's; tests/test_workflow_args.py keeps the two equal). A preset or `--config` that
+# overrides one key moves it first in Snakemake's merged config; written in that order, a command
+# would differ from the default's only in argument order, and Snakemake's params trigger would rerun
+# every job of the rule.
+SECTION_ORDER = {
+    "evaluator": ("token_budget", "state_device", "state_cache_gib", "memo_journal"),
+    "evaluation": ("tasks", "limit", "ppl_seq_len", "ppl_max_tokens", "batch_size", "pass_per", "headline_metrics"),
+    "analysis": ("bootstrap_resamples", "bootstrap_seed", "comparable_band", "strong_rho"),
+}
+
+
+def section_options(config: Mapping, section: str) -> dict:
+    """A copy of ``config[section]`` in ``SECTION_ORDER`` (keys it does not list last, as given)."""
+    rank = {key: i for i, key in enumerate(SECTION_ORDER[section])}
+    return dict(sorted(config[section].items(), key=lambda item: rank.get(item[0], len(rank))))
+
+
 def evaluator_args(config: Mapping, wildcards) -> str:
     """Subset-evaluator options (the memo's journal is not among them: memo_journal_args)."""
     entry = model_entry(config, wildcards.model)
     protected = entry["protected_layers"]
-    options = {k: v for k, v in config["evaluator"].items() if k != "memo_journal"}
+    options = {k: v for k, v in section_options(config, "evaluator").items() if k != "memo_journal"}
     return cli_args(
         {
             "memo": memo_path(config, wildcards),
@@ -243,16 +261,9 @@ def heldout_args(config: Mapping, wildcards) -> str:
     return cli_args({"heldout_samples": config["calibration"][objective].get("heldout_samples")})
 
 
-# config.yaml's (and the schema's) order of the `evaluation` keys. A preset that overrides one of them
-# moves it first in Snakemake's merged config; without a fixed order its command would differ from
-# the default's only in argument order, and Snakemake's params trigger would rerun every evaluation.
-EVALUATION_ORDER = ("tasks", "limit", "ppl_seq_len", "ppl_max_tokens", "batch_size", "pass_per", "headline_metrics")
-
-
 def evaluation_args(config: Mapping, wildcards) -> str:
     """`depthprune evaluate`'s settings (config section `evaluation`) and the model's cache folder."""
-    rank = {key: i for i, key in enumerate(EVALUATION_ORDER)}
-    options = dict(sorted(config["evaluation"].items(), key=lambda item: rank.get(item[0], len(rank))))
+    options = section_options(config, "evaluation")
     headline = options.pop("headline_metrics")
     options.pop("pass_per")  # which jobs run a pass, not how a set is scored
     return cli_args(
@@ -263,7 +274,7 @@ def evaluation_args(config: Mapping, wildcards) -> str:
 
 def analysis_args(config: Mapping) -> str:
     """The statistics options of `depthprune render` (config section `analysis`)."""
-    return cli_args(config["analysis"])
+    return cli_args(section_options(config, "analysis"))
 
 
 def selection_args(selections: Iterable[str]) -> str:
