@@ -76,6 +76,15 @@ def resolve_budgets(budgets: Iterable, n_layers: int | None, where: str = "budge
 PROTECT_MODES = ("none", "boundary")
 
 
+def check_protected(protected: tuple[int, ...], n_layers: int | None) -> None:
+    """Every protected block is a block of the model (0..n_layers − 1); unknown depth checks nothing."""
+    if n_layers is None:
+        return
+    bad = [p for p in protected if not 0 <= p < n_layers]
+    if bad:
+        raise ValueError(f"protected_layers {bad} (option --protected) are outside 0..{n_layers - 1}")
+
+
 def protected_blocks(protected: Iterable[int], protect: str, n_layers: int) -> tuple[int, ...]:
     """The blocks no search may remove: ``protected`` plus, under ``protect: boundary``, the first
     and the last block (0 and n_layers − 1). Every search, the prior, CBO's enumeration and the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from depthprune.budgets import PROTECT_MODES, protected_blocks
+from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.io import parse_layers
@@ -186,14 +186,6 @@ def model_layers_without_loading(args) -> int | None:
     config = AutoConfig.from_pretrained(path)
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     return int(text_config.num_hidden_layers)
-
-
-def check_protected(protected: tuple[int, ...], n_layers: int | None) -> None:
-    if n_layers is None:
-        return
-    bad = [p for p in protected if not 0 <= p < n_layers]
-    if bad:
-        raise ValueError(f"protected_layers {bad} (option --protected) are outside 0..{n_layers - 1}")
 
 
 def protected_from_args(args, n_layers: int) -> tuple[int, ...]:

@@ -26,10 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from depthprune.budgets import protected_blocks
+from depthprune.budgets import check_protected, protected_blocks
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
-from depthprune.cli_common import check_protected
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
 from depthprune.reporting.provenance import check_provenance
