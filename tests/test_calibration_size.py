@@ -343,6 +343,16 @@ def test_calibration_size_preset_dry_run():
     assert rules.count("evaluate_pass") == 3  # every size's sets of one seed in one pass
 
 
+def test_calibration_size_v2_preset_dry_run():
+    jobs = _dry_run_jobs("config/calibration_size_v2.yaml")
+    searches = [w for rule, w in jobs if rule == "search"]
+    # (5 TLM sizes + 2 perplexity sizes) x 8 seeds, one-shot at M = 7
+    assert len(searches) == 56 and {w["algorithm"] for w in searches} == {"one_shot"}
+    assert {w["calibration"] for w in searches} >= {"tlm_cs170k-n8", "tlm_cs170k-n128", "ppl_c4-64x32"}
+    rules = [rule for rule, _ in jobs]
+    assert rules.count("prior") == 56 and rules.count("evaluate_pass") == 8
+
+
 def test_extended_preset_dry_run():
     jobs = _dry_run_jobs("config/extended.yaml")
     searches = [w for rule, w in jobs if rule == "search"]

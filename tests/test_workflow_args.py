@@ -92,6 +92,32 @@ def test_protected_layers_and_boundary_reach_the_evaluator():
     assert "--protected '0 7' --protect boundary" in wf.evaluator_args(config, WILDCARDS)
 
 
+def test_nested_tlm_priors_derive_the_smaller_sizes_from_the_largest():
+    """calibration_sizes.nested_tlm_priors: the largest TLM size's prior keeps its items, the smaller
+    sizes' priors are derived from the same seed's; perplexity sizes, and studies without the
+    setting, keep their commands."""
+    config = smoke_config(calibration_sizes={"tlm": [8, 32], "perplexity": ["8x64"]})
+    plain = {
+        c: wf.prior_evaluator_args(config, SimpleNamespace(model="tiny", calibration=c, seed="3"))
+        for c in ("tlm_cs170k-n8", "tlm_cs170k-n32", "ppl_c4-8x64")
+    }
+    assert all(
+        args == wf.evaluator_args(config, SimpleNamespace(model="tiny", calibration=c, seed="3"))
+        for c, args in plain.items()
+    )
+    config["calibration_sizes"]["nested_tlm_priors"] = True
+
+    def prior(calibration):
+        wildcards = SimpleNamespace(model="tiny", calibration=calibration, seed="3")
+        return wf.nested_prior_source(config, wildcards), wf.prior_evaluator_args(config, wildcards)
+
+    source, args = prior("tlm_cs170k-n8")
+    assert source == "results/smoke/tiny/tlm_cs170k-n32/seed3/prior.json"
+    assert args == f"{plain['tlm_cs170k-n8']} --items-from {source}"
+    assert prior("tlm_cs170k-n32") == (None, f"{plain['tlm_cs170k-n32']} --keep-items")
+    assert prior("ppl_c4-8x64") == (None, plain["ppl_c4-8x64"])
+
+
 def test_budgets_and_labels():
     config = smoke_config()
     assert wf.model_budgets(config, "tiny") == [2, 3]

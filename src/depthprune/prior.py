@@ -9,14 +9,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from depthprune.calibration.variants import parse_label
 from depthprune.io import package_versions, parse_layers, read_json
 from depthprune.progress import Progress
 
 log = logging.getLogger(__name__)
 
 
-def compute_prior(evaluator) -> dict:
-    """s_i for every layer (protected layers get null), L(∅) and the cost of computing them."""
+def compute_prior(evaluator, keep_items: bool = False) -> dict:
+    """s_i for every layer (protected layers get null), L(∅) and the cost of computing them.
+    ``keep_items`` (TLM): also every score item by item (``items``), from which ``derive_prior``
+    gives the prior of any draw nested in this one; losses the memo holds are computed again (it
+    keeps totals only)."""
+    if keep_items and evaluator.objective_kind != "tlm":
+        raise ValueError("--keep-items: only a TLM prior has items (its calibration is a perplexity one)")
     check_some_layer_removable(evaluator.n_layers, evaluator.protected)
     started = time.perf_counter()
     before = evaluator.stats.as_dict()
@@ -26,11 +34,108 @@ def compute_prior(evaluator) -> dict:
     evaluator.progress = Progress("prior", total=len(layers))
     try:
         records = {r.removed[0]: r for r in evaluator.evaluate([(i,) for i in layers])}
+        from_memo = [(i,) for i in layers if records[i].items is None]
+        if keep_items and from_memo:
+            log.info(
+                "prior: %d single-layer losses came from the memo; computing them again for their items", len(from_memo)
+            )
+            records.update({r.removed[0]: r for r in evaluator.recompute(from_memo)})
     finally:
         evaluator.progress = previous
     after = evaluator.stats.as_dict()
+    prior = _prior_document(
+        evaluator,
+        scores=[records[i].loss if i in records else None for i in range(evaluator.n_layers)],
+        accuracies=[records[i].accuracy if i in records else None for i in range(evaluator.n_layers)],
+        empty_loss=empty.loss,
+        empty_accuracy=empty.accuracy,
+        cost={
+            "evaluations": len(layers) + 1,
+            "blocks_run": after["blocks_run"] - before["blocks_run"] + empty.blocks_run,
+            "seconds": time.perf_counter() - started + empty.seconds,
+        },
+    )
+    if keep_items:
+        prior["items"] = {
+            "keys": list(evaluator.objective.item_keys),
+            "empty": _item_lists(empty.items),
+            "layers": [_item_lists(records[i].items) if i in records else None for i in range(evaluator.n_layers)],
+        }
+    return prior
+
+
+def derive_prior(evaluator, source: dict, source_path: str | Path) -> dict:
+    """The prior of ``evaluator``'s TLM draw from ``source``, the prior of a larger draw that begins
+    with the same items (the draws of one seed are nested: docs/method.md §3): each s_i and L(∅) is
+    the mean of the first n items' losses, no block is run. Refused unless every item and every
+    other setting is the same; the directly computed L(∅) (the evaluator's capture pass) must agree."""
+    started = time.perf_counter()
+    where = f"--items-from {source_path}"
+    if evaluator.objective_kind != "tlm":
+        raise ValueError(f"{where}: only a TLM prior can be derived from a larger draw's items")
+    items = source.get("items")
+    if not items:
+        raise ValueError(
+            f"{where}: the prior keeps no per-item losses; compute it with `depthprune prior --keep-items`"
+        )
+    keys = list(evaluator.objective.item_keys)
+    if items["keys"][: len(keys)] != keys:
+        raise ValueError(
+            f"{where}: its {len(items['keys'])} items do not begin with this draw's {len(keys)} "
+            "(another seed, data set, format, loss or token cap)"
+        )
+    mine, theirs = evaluator.describe(), source.get("evaluator") or {}
+    differ = sorted(
+        k
+        for k in set(mine) | set(theirs)
+        if k not in _SIZE_FIELDS and _comparable(k, mine.get(k)) != _comparable(k, theirs.get(k))
+    )
+    if differ:
+        raise ValueError(f"{where}: computed with other settings ({', '.join(differ)}) than this prior")
+    n = len(keys)
+
+    def mean_of(lists):
+        return (float(np.mean(lists["losses"][:n])), float(np.mean(lists["correct"][:n]))) if lists else (None, None)
+
+    per_layer = [mean_of(lists) for lists in items["layers"]]
+    empty_loss, empty_accuracy = mean_of(items["empty"])
+    direct = evaluator.empty_record()
+    if not math.isclose(empty_loss, direct.loss, rel_tol=1e-4, abs_tol=1e-4):
+        raise ValueError(
+            f"{where}: L(∅) of the first {n} items is {empty_loss:.6f}, computed directly {direct.loss:.6f}"
+        )
+    return _prior_document(
+        evaluator,
+        scores=[loss for loss, _ in per_layer],
+        accuracies=[accuracy for _, accuracy in per_layer],
+        empty_loss=empty_loss,
+        empty_accuracy=empty_accuracy,
+        cost={
+            "evaluations": 1,  # the capture pass: L(∅) computed directly, as the check above
+            "blocks_run": evaluator.n_layers,
+            "seconds": time.perf_counter() - started + direct.seconds,
+        },
+        derived_from={"path": str(source_path), "n_items": len(items["keys"]), "empty_loss_direct": direct.loss},
+    )
+
+
+# The fields of an evaluator's description that a nested draw changes (describe() in engine/evaluator.py)
+_SIZE_FIELDS = frozenset({"data_hash", "calibration_tokens", "n_samples"})
+
+
+def _comparable(field: str, value):
+    if field == "calibration" and value is not None:  # the label names the size: compare the calibrations
+        return parse_label(value).base
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _item_lists(scores) -> dict:
+    return {"losses": [float(v) for v in scores.losses], "correct": [int(v) for v in scores.correct]}
+
+
+def _prior_document(evaluator, *, scores, accuracies, empty_loss, empty_accuracy, cost, **extra) -> dict:
     is_tlm = evaluator.objective_kind == "tlm"
-    scores = [records[i].loss if i in records else None for i in range(evaluator.n_layers)]
+    layers = [i for i in range(evaluator.n_layers) if scores[i] is not None]
     return {
         "model": evaluator.loaded.name,
         "model_spec": evaluator.loaded.spec,
@@ -38,24 +143,19 @@ def compute_prior(evaluator) -> dict:
         "objective": evaluator.objective_kind,
         "n_layers": evaluator.n_layers,
         "scores": scores,
-        "empty_loss": empty.loss,
+        "empty_loss": empty_loss,
         "metric_name": "calibration_accuracy" if is_tlm else "calibration_perplexity",
-        "empty_metric": empty.accuracy if is_tlm else math.exp(empty.loss),
-        "accuracies": [records[i].accuracy if i in records else None for i in range(evaluator.n_layers)]
-        if is_tlm
-        else None,
-        "empty_accuracy": empty.accuracy,
+        "empty_metric": empty_accuracy if is_tlm else math.exp(empty_loss),
+        "accuracies": accuracies if is_tlm else None,
+        "empty_accuracy": empty_accuracy,
         "ranking": sorted(layers, key=lambda i: scores[i]),  # most redundant first
-        "cost": {
-            "evaluations": len(layers) + 1,
-            "blocks_run": after["blocks_run"] - before["blocks_run"] + empty.blocks_run,
-            "seconds": time.perf_counter() - started + empty.seconds,
-        },
+        "cost": cost,
         "dtype": evaluator.describe()["dtype"],  # the resolved precision (dtype: auto)
         "calibration_tokens": evaluator.describe().get("calibration_tokens"),
         "evaluator": evaluator.describe(),
         "seed": evaluator.settings.get("seed"),
         "versions": package_versions(),
+        **extra,
     }
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from depthprune.io import atomic_write_json
-from depthprune.prior import compute_prior
+from depthprune.io import atomic_write_json, read_json
+from depthprune.prior import compute_prior, derive_prior
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +19,9 @@ def run(args) -> int:
     n_layers = model_layers_without_loading(args)
     if n_layers is not None:  # else after the load (compute_prior), with what --protect adds
         check_some_layer_removable(n_layers, parse_layers(args.protected))
+    source = read_json(args.items_from) if args.items_from else None  # a missing file fails before the load
     evaluator = build_evaluator(args, samples=samples)
-    prior = compute_prior(evaluator)
+    prior = derive_prior(evaluator, source, args.items_from) if source else compute_prior(evaluator, args.keep_items)
     atomic_write_json(args.out, prior)
     ranking = prior["ranking"]
     log.info(
@@ -39,5 +40,17 @@ def register(subparsers) -> None:
     add_model_args(parser)
     add_calibration_args(parser)
     add_evaluator_args(parser)
+    parser.add_argument(
+        "--items-from",
+        metavar="PRIOR_JSON",
+        help="TLM: derive this draw's prior from the per-item losses of a larger draw's prior whose items "
+        "begin with this draw's (the same seed at a larger --n-samples); no block is run",
+    )
+    parser.add_argument(
+        "--keep-items",
+        action="store_true",
+        help="TLM: also write every single-layer loss item by item, so that draws nested in this one "
+        "(--items-from) get their priors from it",
+    )
     parser.add_argument("--out", required=True, help="prior.json to write")
     parser.set_defaults(func=run)

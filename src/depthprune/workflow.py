@@ -22,7 +22,7 @@ import yaml
 
 from depthprune.budgets import resolve_budgets
 from depthprune.calibration.specs import calibration_spec
-from depthprune.calibration.variants import parse_label, study_variants
+from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
 
 # Mirror files of the two corpus perplexities (the same paths as evaluation/perplexity.py's CORPORA,
@@ -197,6 +197,41 @@ def calibration_args(config: Mapping, wildcards) -> str:
         },
         flags={"format": "--tlm-format", "loss": "--tlm-loss", "packing": "--c4-packing"},
     )
+
+
+def _nested_tlm_size(config: Mapping, wildcards):
+    """(this calibration's variant, the study's largest TLM size) where `calibration_sizes.nested_tlm_priors`
+    applies (a TLM size of a calibration-size study), else None."""
+    sizes = config.get("calibration_sizes") or {}
+    variant = parse_label(wildcards.calibration)
+    if not sizes.get("nested_tlm_priors") or calibration_spec(variant.base).objective != "tlm" or not variant.n_samples:
+        return None
+    return variant, max(sizes["tlm"])
+
+
+def nested_prior_source(config: Mapping, wildcards) -> str | None:
+    """The prior a smaller TLM size's prior is derived from under `calibration_sizes.nested_tlm_priors`:
+    the same seed's at the largest size (a seed's draws are nested: docs/method.md §3)."""
+    nested = _nested_tlm_size(config, wildcards)
+    if nested is None or nested[0].n_samples >= nested[1]:
+        return None
+    source = CalibrationVariant(nested[0].base, nested[1], None, nested[0].seed).label
+    return os.path.join(config["results_dir"], wildcards.model, source, f"seed{wildcards.seed}", "prior.json")
+
+
+def nested_prior_args(config: Mapping, wildcards) -> str:
+    """`--items-from` the largest size's prior for a smaller TLM size, `--keep-items` for the largest;
+    nothing otherwise, so a study without the setting keeps its commands."""
+    source = nested_prior_source(config, wildcards)
+    if source:
+        return cli_args({"items_from": source})
+    return "--keep-items" if _nested_tlm_size(config, wildcards) else ""
+
+
+def prior_evaluator_args(config: Mapping, wildcards) -> str:
+    """The prior's evaluator options and nested_prior_args, in one argument: the prior rule's shell
+    text, which Snakemake's code trigger compares, stays the one from before the setting existed."""
+    return " ".join(filter(None, [evaluator_args(config, wildcards), nested_prior_args(config, wildcards)]))
 
 
 # The keys of the config sections whose options become command-line arguments, in the schema's order

@@ -236,9 +236,9 @@ TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 
 def cli_options(name):
     """A `params:` function of the rules: depthprune.workflow's argument builder `name` (a function
-    of config and wildcards: model_args, calibration_args, evaluator_args, search_param_args,
-    heldout_args, evaluation_args, prepare_model_args, aggregate_protected_args) bound to
-    `config`."""
+    of config and wildcards: model_args, calibration_args, evaluator_args, prior_evaluator_args,
+    search_param_args, heldout_args, evaluation_args, prepare_model_args, aggregate_protected_args)
+    bound to `config`."""
     build = getattr(wf, name)
     return lambda wildcards: build(config, wildcards)
 

@@ -6,6 +6,8 @@
 rule prior:
     input:
         model=prepared_model("{model}"),
+        # calibration_sizes.nested_tlm_priors: a smaller TLM size's prior is derived from the largest's
+        items_from=lambda wildcards: wf.nested_prior_source(config, wildcards) or [],
     output:
         results_path("{model}", "{calibration}", "seed{seed}", "prior.json"),
     log:
@@ -21,7 +23,8 @@ rule prior:
     params:
         model=cli_options("model_args"),
         calibration=cli_options("calibration_args"),
-        evaluator=cli_options("evaluator_args"),
+        # with calibration_sizes.nested_tlm_priors, also --keep-items / --items-from (nested_prior_args)
+        evaluator=cli_options("prior_evaluator_args"),
         # Code and package versions, dtype, the calibration data's content: a change reruns the job.
         provenance=provenance_param("calibration"),
         # Not rerun triggers (see NotARerunTrigger in common.smk):

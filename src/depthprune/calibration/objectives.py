@@ -15,6 +15,7 @@ evaluator only needs hidden states at scored positions: the LM head runs nowhere
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ import torch
 from depthprune.calibration import data as calib_data
 from depthprune.calibration.specs import CALIBRATIONS, calibration_spec  # noqa: F401 (re-exported)
 from depthprune.calibration.tlm import TLMItem, label_requests, parse_item, text_requests
+from depthprune.engine.records import ItemScores
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,9 @@ class Objective:
     gold: list[int] = field(default_factory=list)
     data_hash: str = ""
     tlm_loss: str = "margin"  # TLM: margin (linear in log p) or cross_entropy (log-softmax over ℓ_k)
+    # TLM: a digest of each item's scored token sequences, gold and loss, in draw order. A prior of
+    # a larger draw whose item_keys begin with these can give this draw's prior (prior.derive_prior).
+    item_keys: list[str] = field(default_factory=list)
 
     @property
     def n_tokens(self) -> int:
@@ -118,6 +123,11 @@ class Objective:
         return total / len(self.gold)
 
     def accuracy(self, per_batch_logprobs: list[torch.Tensor]) -> float:
+        return float(np.mean(self.item_scores(per_batch_logprobs).correct))
+
+    def item_scores(self, per_batch_logprobs: list[torch.Tensor]) -> ItemScores:
+        """TLM: each item's share of L (L is their mean, up to float rounding) and whether its gold
+        candidate has the highest mean log-probability (the first of tied candidates wins)."""
         n_seq = len(self.candidate_of_sequence)
         sums = torch.zeros(n_seq, dtype=torch.float64)
         counts = torch.zeros(n_seq, dtype=torch.float64)
@@ -126,11 +136,15 @@ class Objective:
             sums.index_add_(0, ids, lp.detach().double().cpu())
             counts.index_add_(0, ids, torch.ones_like(ids, dtype=torch.float64))
         mean = (sums / counts).numpy()
-        best: dict[int, tuple[float, int]] = {}
-        for seq, (item, cand) in enumerate(self.candidate_of_sequence):
-            if item not in best or mean[seq] > best[item][0]:
-                best[item] = (mean[seq], cand)
-        return float(np.mean([best[i][1] == g for i, g in enumerate(self.gold)]))
+        losses, correct = np.empty(len(self.gold)), np.empty(len(self.gold), dtype=bool)
+        for i, (sequences, gold) in enumerate(zip(self._item_sequences(), self.gold)):
+            ell = mean[sequences]  # candidates in order
+            if self.tlm_loss == "cross_entropy":
+                losses[i] = np.logaddexp.reduce(ell) - ell[gold]
+            else:
+                losses[i] = ell.sum() - len(ell) * ell[gold]  # Σ_{k≠y} (ℓ_k − ℓ_y)
+            correct[i] = int(np.argmax(ell)) == gold
+        return ItemScores(losses, correct)
 
     def metric(self, loss: float) -> float:
         """Calibration perplexity for perplexity objectives (exp L); the loss itself for TLM."""
@@ -419,6 +433,10 @@ def tlm_objective(
     else:
         batches = _pack(sequences, tokenizer.pad_token_id, token_budget)
     n_scored = sum(len(b.targets) for b in batches)
+    item_keys = [
+        _hash_text(json.dumps([loss, item.gold, [[s.ids, s.first_scored] for s in sequences]]))
+        for item, sequences in zip(items, per_item)
+    ]
     return Objective(
         kind="tlm",
         batches=batches,
@@ -428,6 +446,7 @@ def tlm_objective(
         # The loss is part of what is computed: its name enters the hash (memo key, prior check).
         data_hash=_hash_batches(batches) if loss == "margin" else _hash_text(_hash_batches(batches) + loss),
         tlm_loss=loss,
+        item_keys=item_keys,
     )
 
 

@@ -139,6 +139,16 @@ class SubsetEvaluator(Evaluator):
         fresh = self._compute(list(dict.fromkeys(key for key in keys if self.memo.get(key) is None)))
         return [fresh.pop(key) if key in fresh else self._memo_hit(key) for key in keys]
 
+    def recompute(self, sets: Sequence[Iterable[int]]) -> list[EvalRecord]:
+        """Records for ``sets``, every one computed again whatever the memo holds (it keeps totals;
+        a prior that keeps per-item losses needs them computed)."""
+        keys = [validate_removed(s, self.n_layers, self.protected) for s in sets]
+        records = {}
+        for walk in self.states.cache.walks(keys):
+            records.update(self._compute(list(dict.fromkeys(walk))))
+        give_back_free_memory()
+        return [records[key] for key in keys]
+
     @torch.no_grad()
     def sequence_logliks(self, removed: Iterable[int]) -> np.ndarray:
         """Σ log p of each scored sequence (candidate) of the objective, for the model without
@@ -198,13 +208,17 @@ class SubsetEvaluator(Evaluator):
 
     @torch.no_grad()
     def _finish(self, key: RemovedSet, final_state: State, started: float, blocks_run: int) -> EvalRecord:
-        loss, acc = self.objective.reduce([self.logprobs(b, hidden) for b, hidden in enumerate(final_state)])
+        logprobs = [self.logprobs(b, hidden) for b, hidden in enumerate(final_state)]
+        loss, acc = self.objective.reduce(logprobs)
+        items = self.objective.item_scores(logprobs) if self.objective_kind == "tlm" else None
         seconds = time.perf_counter() - started
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
         self.memo.put(key, MemoEntry(loss, acc, seconds))
         self._step()
-        return EvalRecord(key, loss, acc, memo_hit=False, blocks_run=blocks_run, seconds=seconds, cost_seconds=seconds)
+        return EvalRecord(
+            key, loss, acc, memo_hit=False, blocks_run=blocks_run, seconds=seconds, cost_seconds=seconds, items=items
+        )
 
     def _memo_hit(self, key: RemovedSet) -> EvalRecord:
         loss, acc, cost = self.memo.get(key)

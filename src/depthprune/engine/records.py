@@ -16,6 +16,13 @@ if TYPE_CHECKING:
 RemovedSet = tuple[int, ...]  # sorted layer indices
 
 
+class ItemScores(NamedTuple):
+    """A TLM loss item by item (Objective.item_scores): L = mean(losses), accuracy = mean(correct)."""
+
+    losses: np.ndarray  # float64, one per item, in draw order
+    correct: np.ndarray  # bool: the gold candidate has the highest mean log-probability
+
+
 @dataclass(frozen=True)
 class EvalRecord:
     removed: RemovedSet
@@ -27,6 +34,8 @@ class EvalRecord:
     # Compute seconds this loss cost when it was first computed (by any job sharing the memo): a
     # search's stand-alone cost does not depend on which search happened to compute a set first.
     cost_seconds: float = 0.0
+    # TLM, when the set was computed in this process (not on a memo hit): its loss item by item
+    items: ItemScores | None = None
 
 
 class MemoEntry(NamedTuple):
