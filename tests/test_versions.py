@@ -103,6 +103,13 @@ RECORDED = {
         # seed 0, --no-cache, one thread) and a greedy M = 3 search under ppl_c4 are bitwise equal at
         # e0547fb and at this code (scores, empty loss, ranking; the set and every trace loss).
         "0387f51efe9be48b",
+        # Per-item TLM scores (Objective.item_scores, EvalRecord.items, SubsetEvaluator.recompute; issue
+        # 33's nested priors): the loss is reduced as before, and the calibration accuracy is the same
+        # first-best-candidate rule over the same per-candidate means, now taken from item_scores.
+        # Verified: the calibration-size v2 prior tlm_cs170k-n8 seed 3 (embedded SmolLM2, float32, one
+        # thread) computed by the workflow through its memo at c797b81 and at this code with --no-cache is
+        # bitwise equal (scores, empty loss, accuracies, empty accuracy, ranking).
+        "3ce321c98a252738",
     ),
 }
 
