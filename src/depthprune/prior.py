@@ -34,8 +34,8 @@ def compute_prior(evaluator, keep_items: bool = False) -> dict:
     evaluator.progress = Progress("prior", total=len(layers))
     try:
         records = {r.removed[0]: r for r in evaluator.evaluate([(i,) for i in layers])}
-        from_memo = [(i,) for i in layers if records[i].items is None]
-        if keep_items and from_memo:
+        from_memo = [(i,) for i in layers if records[i].items is None] if keep_items else []
+        if from_memo:
             log.info(
                 "prior: %d single-layer losses came from the memo; computing them again for their items", len(from_memo)
             )
@@ -62,6 +62,16 @@ def compute_prior(evaluator, keep_items: bool = False) -> dict:
             "layers": [_item_lists(records[i].items) if i in records else None for i in range(evaluator.n_layers)],
         }
     return prior
+
+
+# The fields of an evaluator's description that a nested draw changes (describe() in engine/evaluator.py)
+_SIZE_FIELDS = frozenset({"data_hash", "calibration_tokens", "n_samples"})
+
+
+def _comparable(field: str, value):
+    if field == "calibration" and value is not None:  # the label names the size: compare the calibrations
+        return parse_label(value).base
+    return list(value) if isinstance(value, tuple) else value
 
 
 def derive_prior(evaluator, source: dict, source_path: str | Path) -> dict:
@@ -117,16 +127,6 @@ def derive_prior(evaluator, source: dict, source_path: str | Path) -> dict:
         },
         derived_from={"path": str(source_path), "n_items": len(items["keys"]), "empty_loss_direct": direct.loss},
     )
-
-
-# The fields of an evaluator's description that a nested draw changes (describe() in engine/evaluator.py)
-_SIZE_FIELDS = frozenset({"data_hash", "calibration_tokens", "n_samples"})
-
-
-def _comparable(field: str, value):
-    if field == "calibration" and value is not None:  # the label names the size: compare the calibrations
-        return parse_label(value).base
-    return list(value) if isinstance(value, tuple) else value
 
 
 def _item_lists(scores) -> dict:

@@ -133,9 +133,12 @@ def cli_args(options: Mapping, flags: Mapping | None = None) -> str:
 
 def memo_path(config: Mapping, wildcards) -> str:
     """SQLite memo shared by the prior and every search of one (model, calibration, seed)."""
-    return os.path.join(
-        config["results_dir"], wildcards.model, wildcards.calibration, f"seed{wildcards.seed}", "memo.sqlite"
-    )
+    return run_file(config, wildcards.model, wildcards.calibration, wildcards.seed, "memo.sqlite")
+
+
+def run_file(config: Mapping, model: str, calibration: str, seed, name: str) -> str:
+    """A file of one (model, calibration, seed) run folder: results/<model>/<calibration>/seed<k>/<name>."""
+    return os.path.join(config["results_dir"], model, calibration, f"seed{seed}", name)
 
 
 def eval_cache_dir(config: Mapping, wildcards) -> str:
@@ -199,24 +202,25 @@ def calibration_args(config: Mapping, wildcards) -> str:
     )
 
 
-def _nested_tlm_size(config: Mapping, wildcards):
-    """(this calibration's variant, the study's largest TLM size) where `calibration_sizes.nested_tlm_priors`
-    applies (a TLM size of a calibration-size study), else None."""
+def _largest_nested_tlm_size(config: Mapping, wildcards) -> int | None:
+    """The study's largest TLM size where `calibration_sizes.nested_tlm_priors` applies to this
+    calibration (a TLM size of a calibration-size study), else None."""
     sizes = config.get("calibration_sizes") or {}
     variant = parse_label(wildcards.calibration)
     if not sizes.get("nested_tlm_priors") or calibration_spec(variant.base).objective != "tlm" or not variant.n_samples:
         return None
-    return variant, max(sizes["tlm"])
+    return max(sizes["tlm"])
 
 
 def nested_prior_source(config: Mapping, wildcards) -> str | None:
     """The prior a smaller TLM size's prior is derived from under `calibration_sizes.nested_tlm_priors`:
     the same seed's at the largest size (a seed's draws are nested: docs/method.md §3)."""
-    nested = _nested_tlm_size(config, wildcards)
-    if nested is None or nested[0].n_samples >= nested[1]:
+    largest = _largest_nested_tlm_size(config, wildcards)
+    variant = parse_label(wildcards.calibration)
+    if largest is None or variant.n_samples >= largest:
         return None
-    source = CalibrationVariant(nested[0].base, nested[1], None, nested[0].seed).label
-    return os.path.join(config["results_dir"], wildcards.model, source, f"seed{wildcards.seed}", "prior.json")
+    source = CalibrationVariant(variant.base, largest, None, variant.seed).label
+    return run_file(config, wildcards.model, source, wildcards.seed, "prior.json")
 
 
 def nested_prior_args(config: Mapping, wildcards) -> str:
@@ -225,7 +229,7 @@ def nested_prior_args(config: Mapping, wildcards) -> str:
     source = nested_prior_source(config, wildcards)
     if source:
         return cli_args({"items_from": source})
-    return "--keep-items" if _nested_tlm_size(config, wildcards) else ""
+    return "--keep-items" if _largest_nested_tlm_size(config, wildcards) is not None else ""
 
 
 def prior_evaluator_args(config: Mapping, wildcards) -> str:

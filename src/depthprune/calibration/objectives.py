@@ -93,6 +93,11 @@ class Objective:
 
     def reduce(self, per_batch_logprobs: list[torch.Tensor]) -> tuple[float, float | None]:
         """(loss, calibration accuracy or None) from the scored log-probs of every batch."""
+        loss, accuracy, _ = self.scores(per_batch_logprobs)
+        return loss, accuracy
+
+    def scores(self, per_batch_logprobs: list[torch.Tensor]) -> tuple[float, float | None, ItemScores | None]:
+        """``reduce``'s loss and accuracy, and for TLM the item-by-item scores the accuracy is taken from."""
         if self.tlm_loss == "cross_entropy":
             means = torch.zeros(len(self.candidate_of_sequence), dtype=torch.float64)
             for batch, lp in zip(self.batches, per_batch_logprobs):
@@ -102,8 +107,9 @@ class Objective:
         else:
             loss = sum(float(self.batch_loss(b, lp)) for b, lp in zip(self.batches, per_batch_logprobs))
         if self.kind != "tlm":
-            return loss, None
-        return loss, self.accuracy(per_batch_logprobs)
+            return loss, None, None
+        items = self.item_scores(per_batch_logprobs)
+        return loss, float(np.mean(items.correct)), items
 
     def _item_sequences(self) -> list[list[int]]:
         """Sequence ids of each item's candidates, in candidate order."""
@@ -121,9 +127,6 @@ class Objective:
             candidates = means[self._item_sequences()[i]]
             total = total + torch.logsumexp(candidates, dim=0) - candidates[self.gold[i]]
         return total / len(self.gold)
-
-    def accuracy(self, per_batch_logprobs: list[torch.Tensor]) -> float:
-        return float(np.mean(self.item_scores(per_batch_logprobs).correct))
 
     def item_scores(self, per_batch_logprobs: list[torch.Tensor]) -> ItemScores:
         """TLM: each item's share of L (L is their mean, up to float rounding) and whether its gold

@@ -208,9 +208,7 @@ class SubsetEvaluator(Evaluator):
 
     @torch.no_grad()
     def _finish(self, key: RemovedSet, final_state: State, started: float, blocks_run: int) -> EvalRecord:
-        logprobs = [self.logprobs(b, hidden) for b, hidden in enumerate(final_state)]
-        loss, acc = self.objective.reduce(logprobs)
-        items = self.objective.item_scores(logprobs) if self.objective_kind == "tlm" else None
+        loss, acc, items = self.objective.scores([self.logprobs(b, hidden) for b, hidden in enumerate(final_state)])
         seconds = time.perf_counter() - started
         self.stats.distinct_evaluations += 1
         self.stats.seconds += seconds
