@@ -211,6 +211,27 @@ def test_bootstrap_intervals_of_the_mean_over_seeds():
     )
 
 
+def test_tlm_accuracy_against_the_perplexity_calibration_is_paired_over_documents():
+    """The perplexity run answers every even document right (50 %). At 32 items every TLM seed does
+    the same, so each resample moves both alike and the paired difference is exactly 0; at 8 items
+    the TLM seeds average 25 %, so the difference is about -25 points, clear of 0."""
+    samples = synthetic_samples()
+    ppl = samples[samples["calibration"] == "tlm_cs170k-n32-s0"].assign(calibration="ppl_c4-64x32-s0")
+    table = add_bootstrap_intervals(
+        calibration_size_table(synthetic_summary()), pd.concat([samples, ppl]), n_resamples=400
+    )
+    rows = table.set_index(["calibration", "size", "algorithm"])
+    small, large = rows.loc[("tlm_cs170k", "8", "one_shot")], rows.loc[("tlm_cs170k", "32", "one_shot")]
+    assert small["versus_ppl_size"] == large["versus_ppl_size"] == "64x32"
+    # the point estimate comes from the summary: mean(30, 31, 32 %) - 44 %
+    assert small["acc_minus_ppl"] == pytest.approx(0.31 - 0.44)
+    assert large["acc_minus_ppl_lo"] == pytest.approx(0.0, abs=1e-12) == large["acc_minus_ppl_hi"]
+    assert small["acc_minus_ppl_lo"] < -0.25 < small["acc_minus_ppl_hi"] < -0.1
+    # greedy has no perplexity run to compare with; the perplexity row is the reference itself
+    assert math.isnan(rows.loc[("tlm_cs170k", "8", "greedy")]["acc_minus_ppl"])
+    assert math.isnan(rows.loc[("ppl_c4", "64x32", "one_shot")]["acc_minus_ppl"])
+
+
 def test_render_writes_figure_and_tables(tmp_path):
     aggregate = tmp_path / "aggregate"
     aggregate.mkdir()

@@ -22,7 +22,10 @@ size, M and algorithm, across seeds:
   spread over seeds (min–max); a study that evaluates only WikiText-2 reports its perplexity there
   instead (``perplexity_of``); and, from the per-document results, a 95 % paired-bootstrap interval
   over the evaluation documents of the same mean over seeds (``avg_accuracy_lo``/``_hi``,
-  ``avg_perplexity_lo``/``_hi``; reporting/bootstrap.py, docs/method.md §7).
+  ``avg_perplexity_lo``/``_hi``; reporting/bootstrap.py, docs/method.md §7);
+- ``acc_minus_ppl`` (TLM rows): that mean accuracy minus the perplexity calibration's at its largest
+  size (``versus_ppl_size``; same model, M and algorithm), with its paired interval over the same
+  documents (``acc_minus_ppl_lo`` / ``_hi``): the paper's §5.2 comparison at each TLM size.
 
 A size is called *stable* for an algorithm when ``jaccard_mean`` >= ``STABLE_JACCARD`` (0.5): with
 M = 7, two seeds then share at least 5 of the 7 removed blocks on average (5 shared: 5/9 = 0.56;
@@ -66,6 +69,7 @@ from depthprune.reporting.table_format import (
     fmt_fraction,
     fmt_percent,
     fmt_perplexity,
+    fmt_points,
     write_table,
 )
 
@@ -199,22 +203,25 @@ def add_bootstrap_intervals(
     table: pd.DataFrame, samples: pd.DataFrame | None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
 ) -> pd.DataFrame:
     """95 % paired-bootstrap intervals (over evaluation documents) of each row's mean accuracy and
-    geometric-mean perplexity over seeds; NaN without per-document results."""
+    geometric-mean perplexity over seeds, and each TLM row's accuracy difference to the perplexity
+    calibration (``acc_minus_ppl``); the intervals are NaN without per-document results."""
     table = table.copy()
-    for column in ("avg_accuracy_lo", "avg_accuracy_hi", "avg_perplexity_lo", "avg_perplexity_hi"):
+    for column in ("avg_accuracy_lo", "avg_accuracy_hi", "avg_perplexity_lo", "avg_perplexity_hi", *VERSUS_PPL):
         table[column] = math.nan
+    table["versus_ppl_size"] = None
     if samples is None or samples.empty or table.empty or "seed" not in samples:
-        return table
+        return _versus_perplexity_calibration(table, {})
     # One bootstrap run per (calibration, seed): the seed joins the calibration label of the run key.
     runs = samples.assign(calibration=samples["calibration"] + "#" + samples["seed"].astype(str))
     replicates = document_replicates(runs, n_resamples, seed)
     if replicates is None:
-        return table
+        return _versus_perplexity_calibration(table, {})
     keys = replicates.keys
     pruned = keys["calibration"].str.split("#").str[0].map(calibration_kind).isin(["tlm", "ppl"])
     sizes = pd.DataFrame(
         [_size_columns(c.split("#")[0]) if p else {} for c, p in zip(keys["calibration"], pruned)], index=keys.index
     )
+    accuracy_replicates = {}  # table index -> the mean over seeds' accuracy, per document resample
     for index, row in table.iterrows():
         columns = np.flatnonzero(
             (keys["model"] == row["model"]).to_numpy()
@@ -225,7 +232,7 @@ def add_bootstrap_intervals(
         )
         if not len(columns):
             continue
-        accuracy = replicates.avg_accuracy[:, columns].mean(axis=1)
+        accuracy = accuracy_replicates[index] = replicates.avg_accuracy[:, columns].mean(axis=1)
         source = row.get("perplexity_of", "average")
         per_run = (
             replicates.avg_perplexity
@@ -235,6 +242,33 @@ def add_bootstrap_intervals(
         perplexity = np.exp(np.log(per_run[:, columns]).mean(axis=1))
         table.loc[index, ["avg_accuracy_lo", "avg_accuracy_hi"]] = interval(accuracy)
         table.loc[index, ["avg_perplexity_lo", "avg_perplexity_hi"]] = interval(perplexity)
+    return _versus_perplexity_calibration(table, accuracy_replicates)
+
+
+# A TLM size's mean accuracy minus the perplexity calibration's at its largest size (same model, M and
+# algorithm), with the paired 95 % interval: both are evaluated on the same documents, so one resample
+# of the documents moves both (docs/method.md section 8).
+VERSUS_PPL = ("acc_minus_ppl", "acc_minus_ppl_lo", "acc_minus_ppl_hi")
+
+
+def _versus_perplexity_calibration(table: pd.DataFrame, accuracy_replicates: dict) -> pd.DataFrame:
+    kinds = table["calibration"].map(calibration_kind)
+    order = table.apply(_size_order, axis=1)
+    for index, row in table[kinds == "tlm"].iterrows():
+        same = (
+            (kinds == "ppl")
+            & (table["model"] == row["model"])
+            & (table["budget"] == row["budget"])
+            & (table["algorithm"] == row["algorithm"])
+        )
+        if not same.any():
+            continue
+        reference = order[same].idxmax()
+        table.loc[index, "versus_ppl_size"] = table.loc[reference, "size"]
+        table.loc[index, "acc_minus_ppl"] = row["avg_accuracy_mean"] - table.loc[reference, "avg_accuracy_mean"]
+        if index in accuracy_replicates and reference in accuracy_replicates:
+            difference = accuracy_replicates[index] - accuracy_replicates[reference]
+            table.loc[index, ["acc_minus_ppl_lo", "acc_minus_ppl_hi"]] = interval(difference)
     return table
 
 
@@ -245,24 +279,28 @@ def _size_order(row) -> float:
     return float(row["n_samples"]) * (float(row["seq_len"]) if pd.notna(row["seq_len"]) else 1.0)
 
 
-def _spans(frame: pd.DataFrame, low: str, high: str, fmt, always: bool = False) -> list[str]:
-    """Each row's "lo–hi" in ``fmt``; "–" where ``low`` is missing (unless ``always``)."""
-    return [f"{fmt(lo)}–{fmt(hi)}" if always or pd.notna(lo) else "–" for lo, hi in zip(frame[low], frame[high])]
+def _spans(frame: pd.DataFrame, low: str, high: str, fmt, always: bool = False, template: str = "{}–{}") -> list[str]:
+    """Each row's "lo–hi" (or ``template``) in ``fmt``; "–" where ``low`` is missing (unless ``always``)."""
+    return [
+        template.format(fmt(lo), fmt(hi)) if always or pd.notna(lo) else "–" for lo, hi in zip(frame[low], frame[high])
+    ]
 
 
-SPANS = {  # report column -> (low, high, format, printed even when missing)
+SPANS = {  # report column -> (low, high, format, printed even when missing[, template])
     "accuracy_range": ("avg_accuracy_min", "avg_accuracy_max", fmt_percent, True),
     "accuracy_interval": ("avg_accuracy_lo", "avg_accuracy_hi", fmt_percent, False),
     "perplexity_interval": ("avg_perplexity_lo", "avg_perplexity_hi", fmt_perplexity, False),
     "jaccard_interval": ("jaccard_lo", "jaccard_hi", fmt_fraction, False),
     "random_range": ("jaccard_random_lo", "jaccard_random_hi", fmt_fraction, False),
+    # signed values: a dash between them would read as a minus
+    "versus_ppl_interval": ("acc_minus_ppl_lo", "acc_minus_ppl_hi", fmt_points, False, "[{}, {}]"),
 }
 
 
 def report_table(table: pd.DataFrame) -> ReportTable:
     frame = table.copy()
-    for column, (low, high, fmt, always) in SPANS.items():
-        frame[column] = _spans(frame, low, high, fmt, always) if not frame.empty else []
+    for column, (low, high, fmt, always, *template) in SPANS.items():
+        frame[column] = _spans(frame, low, high, fmt, always, *template) if not frame.empty else []
     columns = [
         Column("model", "Model"),
         Column("calibration", "Calibration", calibration_name),
@@ -282,6 +320,9 @@ def report_table(table: pd.DataFrame) -> ReportTable:
         Column("avg_accuracy_mean", "Avg acc", fmt_percent, best="max", numeric=True),
         Column("accuracy_interval", "Acc 95% CI", csv=False),
         Column("accuracy_range", "Acc range (seeds)", csv=False),
+        Column("versus_ppl_size", "vs PPL at"),
+        Column("acc_minus_ppl", "Acc − PPL (pts)", fmt_points, numeric=True),
+        Column("versus_ppl_interval", "Acc − PPL 95% CI", csv=False),
         Column("perplexity_of", "Ppl of"),
         Column("avg_perplexity_geomean", "Ppl (geo. mean)", fmt_perplexity, best="min", numeric=True),
         Column("perplexity_interval", "Ppl 95% CI", csv=False),
@@ -297,7 +338,9 @@ def report_table(table: pd.DataFrame) -> ReportTable:
             "95% range and the permutation p-value, the calibration loss and the loss on the fixed held-out "
             "draw (mean over seeds), and the "
             "pruned models' average zero-shot accuracy (mean over seeds, its 95% paired-bootstrap interval over "
-            "evaluation documents, and the range over seeds) and average perplexity (geometric mean over "
+            "evaluation documents, and the range over seeds), a TLM size's accuracy minus the perplexity "
+            "calibration's at its largest size (same M and algorithm; points, paired 95% interval over the "
+            "same documents), and average perplexity (geometric mean over "
             "seeds, with its bootstrap interval). TLM sizes are items; perplexity sizes documents x tokens."
         ),
         frame=frame,

@@ -26,6 +26,10 @@ STUDIES = {
     "figures": ("Default study: SmolLM2-135M", "config.yaml"),
     "figures/two_families": ("Two model families: SmolLM2-135M and Gemma 3 270M", "config/two_families.yaml"),
     "figures/calibration_size": ("Calibration-size study", "config/calibration_size.yaml"),
+    "figures/calibration_size_v2": (
+        "Calibration-size study v2: first and last block kept, eight draws, 8-128 items",
+        "config/calibration_size_v2.yaml",
+    ),
     "figures/protect_none": ("Sensitivity: every block removable (no barrier)", "config/protect_none.yaml"),
     "figures/tlm_sensitivity": ("Sensitivity: TLM with the bounded cross-entropy loss", "config/tlm_sensitivity.yaml"),
 }
