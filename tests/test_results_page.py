@@ -157,3 +157,81 @@ def test_readme_is_a_users_page():
     # a 7-to-40-digit hexadecimal word with a digit and a letter in it reads as a commit hash
     hashes = [w for w in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"\d", w) and re.search(r"[a-f]", w)]
     assert not hashes, hashes
+
+
+def test_readme_calibration_size_v2_numbers_are_the_committed_ones():
+    """The README's calibration-size v2 sentence reads figures/calibration_size_v2/tables/calibration_size.csv:
+    the over-fitting gaps, the Jaccard ranges and intervals against the null, accuracy and TLM − C4."""
+    import pandas as pd
+
+    table = pd.read_csv(REPO / "figures" / "calibration_size_v2" / "tables" / "calibration_size.csv")
+    table["size"] = table["size"].astype(str)
+    tlm = table[table["calibration"] == "tlm_cs170k"].set_index("size")
+    c4 = table[table["calibration"] == "ppl_c4"]
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+
+    def f2(v):  # two decimals, a typographic minus
+        return f"{v:.2f}".replace("-", "−")
+
+    def pts(v):
+        return f"{100 * v:.1f}".replace("-", "−")
+
+    def span(values, fmt):
+        return f"{fmt(min(values))}–{fmt(max(values))}"
+
+    gap = tlm["heldout_loss_mean"] - tlm["loss_mean"]
+    up_to_64 = tlm.loc[["8", "16", "32", "64"]]
+    expected = [
+        f"+{f2(gap['8'])} at 8 items, +{f2(gap['128'])} at 128",
+        f"(Jaccard {span(up_to_64['jaccard_mean'], f2)}, null {f2(tlm['jaccard_random'].iloc[0])} "
+        f"[{f2(tlm['jaccard_random_lo'].iloc[0])}, {f2(tlm['jaccard_random_hi'].iloc[0])}]",
+        f"64 items: {f2(tlm.loc['64', 'jaccard_mean'])} [{f2(tlm.loc['64', 'jaccard_lo'])}, "
+        f"{f2(tlm.loc['64', 'jaccard_hi'])}], p = {tlm.loc['64', 'jaccard_p_value']:.2f}",
+        f"at 128 weakly ({f2(tlm.loc['128', 'jaccard_mean'])} [{f2(tlm.loc['128', 'jaccard_lo'])}, "
+        f"{f2(tlm.loc['128', 'jaccard_hi'])}], p = {tlm.loc['128', 'jaccard_p_value']:.4f}",
+        f"C4's draws {span(c4['jaccard_mean'], f2)}",
+        f"stay at {span(tlm['avg_accuracy_mean'], pts)} %",
+        f"{span(-tlm['acc_minus_ppl'], pts)} points below C4-pruned",
+        f"(128 items: {pts(tlm.loc['128', 'acc_minus_ppl'])} [{pts(tlm.loc['128', 'acc_minus_ppl_lo'])}, "
+        f"{pts(tlm.loc['128', 'acc_minus_ppl_hi'])}])",
+    ]
+    missing = [text for text in expected if text not in readme]
+    assert not missing, missing
+    assert (tlm["acc_minus_ppl_hi"] < 0).all()  # "below C4-pruned ones at every size"
+
+
+def test_method_doc_calibration_size_v2_table_is_the_committed_one():
+    """docs/method.md §8's calibration-size v2 table: every number is the committed CSV's, to the digits
+    printed (within half a unit of the last one)."""
+    import re
+
+    import pandas as pd
+
+    table = pd.read_csv(REPO / "figures" / "calibration_size_v2" / "tables" / "calibration_size.csv")
+    table["size"] = table["size"].astype(str)
+    rows = {(r.calibration, r.size): r for r in table.itertuples()}
+    doc = (REPO / "docs" / "method.md").read_text(encoding="utf-8")
+    labels = {"C4, 8 × 64": ("ppl_c4", "8x64"), "C4, 64 × 32": ("ppl_c4", "64x32"), "TLM, 8 items": ("tlm_cs170k", "8")}
+    checked = 0
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 6:
+            continue
+        label = cells[0]
+        key = labels.get(label) or (
+            ("tlm_cs170k", label.split()[1]) if re.fullmatch(r"TLM, \d+( .*)?", label) else None
+        )
+        if key is None:
+            continue
+        r = rows[key]
+        expected = [r.jaccard_mean, r.jaccard_lo, r.jaccard_hi, r.jaccard_p_value, r.loss_mean, r.heldout_loss_mean]
+        expected += [100 * r.avg_accuracy_mean, 100 * r.avg_accuracy_lo, 100 * r.avg_accuracy_hi]
+        if key[0] == "tlm_cs170k":
+            expected += [100 * r.acc_minus_ppl, 100 * r.acc_minus_ppl_lo, 100 * r.acc_minus_ppl_hi]
+        printed = re.findall(r"−?\d+(?:\.\d+)?", " ".join(cells[1:]))  # the doc writes − for minus
+        assert len(printed) == len(expected), (label, printed)
+        for text, value in zip(printed, expected):
+            decimals = len(text.split(".")[1]) if "." in text else 0
+            assert abs(float(text.replace("−", "-")) - value) <= 0.5 * 10**-decimals + 1e-9, (label, text, value)
+        checked += 1
+    assert checked == 7
