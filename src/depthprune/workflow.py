@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from depthprune.budgets import resolve_budgets
-from depthprune.calibration.specs import calibration_spec
+from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
 
@@ -272,6 +272,34 @@ def evaluator_args(config: Mapping, wildcards) -> str:
     )
 
 
+def base_study_args(config: Mapping, wildcards=None) -> str:
+    """`--base-aggregate DIR --base-calibrations ...` when the study reuses a committed study's runs
+    (config `base_study`); none otherwise."""
+    base = config.get("base_study")
+    if not base:
+        return ""
+    return cli_args({"base_aggregate": base["aggregate"], "base_calibrations": list(base["calibrations"])})
+
+
+def study_calibrations(config: Mapping) -> list[str]:
+    """The calibrations the study's aggregate holds: its own and those reused from `base_study`."""
+    base = config.get("base_study") or {}
+    return list(dict.fromkeys([*config["calibrations"], *base.get("calibrations", [])]))
+
+
+def has_cross_control(config: Mapping) -> bool:
+    """Whether the render draws the objective-or-data decomposition (docs/method.md §9)."""
+    return set(cross_control()) <= set(study_calibrations(config))
+
+
+def base_study_inputs(config: Mapping) -> list[str]:
+    """The base study's aggregate files the merged aggregate reads (inputs of the aggregate rule)."""
+    base = config.get("base_study")
+    if not base:
+        return []
+    return [os.path.join(base["aggregate"], f"{name}.parquet") for name in ("selections", "metrics", "samples")]
+
+
 def aggregate_protected_args(config: Mapping, wildcards=None) -> str:
     """`--protected MODEL=SPEC` per model of the study that protects a block (model_table
     `protected_layers`, `protect: boundary`), so the aggregate records each search space; none when no
@@ -475,7 +503,27 @@ def check_study(config: Mapping) -> None:
                 f"config: budgets {too_large} of model {model} (budgets / model_table.{model}.budgets): "
                 f"M must be below n_layers = {n_layers} and at most the {removable} removable blocks"
             )
+    check_base_study(config)
     check_mirror(config)
+
+
+def check_base_study(config: Mapping) -> None:
+    """`base_study` names an aggregate folder that exists and calibrations the study does not compute."""
+    base = config.get("base_study")
+    if not base:
+        return
+    own = sorted(set(base["calibrations"]) & set(config["calibrations"]))
+    if own:
+        raise ConfigError(
+            f"config: base_study.calibrations {own} are also in calibrations: a calibration is either "
+            "computed by the study or reused from the base study"
+        )
+    missing = [f for f in base_study_inputs(config) if not Path(f).is_file()]
+    if missing:
+        raise ConfigError(
+            f"config: base_study.aggregate {base['aggregate']}: missing {', '.join(missing)} "
+            "(the committed aggregate of the study whose runs are reused)"
+        )
 
 
 def check_mirror(config: Mapping) -> None:

@@ -8,6 +8,7 @@ rule aggregate:
         selections=all_selections(),
         metrics=all_metrics(),
         samples=all_samples(),
+        base_study=wf.base_study_inputs(config),  # a committed study's runs reused (config base_study)
     output:
         selections=results_path("aggregate", "selections.csv"),
         metrics=results_path("aggregate", "metrics.csv"),
@@ -23,8 +24,9 @@ rule aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
         protected=cli_options("aggregate_protected_args"),  # each model's search space, for the nulls
+        base_study=cli_options("base_study_args"),
     shell:
         "depthprune --log-file {log:q} aggregate"
         " --selections {input.selections:q} --metrics {input.metrics:q}"
-        " --samples {input.samples:q} {params.protected}"
+        " --samples {input.samples:q} {params.protected} {params.base_study}"
         " --out {params.out_dir:q}"

@@ -323,6 +323,14 @@ def figure_outputs():
             category="Figures",
         )
         outputs[f"{name}_pdf"] = figures_path(f"{name}.pdf")
+    # Objective or data: the cross-control study's figure (docs/method.md §9).
+    if wf.has_cross_control(config):
+        outputs["decomposition_png"] = report(
+            figures_path("decomposition.png"),
+            caption="../report/decomposition.rst",
+            category="Figures",
+        )
+        outputs["decomposition_pdf"] = figures_path("decomposition.pdf")
     return outputs
 
 
@@ -348,4 +356,11 @@ def table_outputs():
     # Every claim's paper value beside ours, with our bootstrap interval and the verdict.
     outputs["paper_comparison_csv"] = figures_path("tables", "paper_comparison.csv")
     outputs["paper_comparison_md"] = figures_path("tables", "paper_comparison.md")
+    if wf.has_cross_control(config):
+        outputs["decomposition_csv"] = figures_path(
+            "tables", "calibration_decomposition.csv"
+        )
+        outputs["decomposition_sets_csv"] = figures_path(
+            "tables", "calibration_decomposition_sets.csv"
+        )
     return outputs

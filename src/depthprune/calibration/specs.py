@@ -41,3 +41,17 @@ def calibration_spec(name: str) -> CalibrationSpec:
         raise ValueError(
             f"calibration {name!r} (option calibration): expected one of {', '.join(CALIBRATIONS)}"
         ) from None
+
+
+def cross_control() -> tuple[str, str, str]:
+    """(paper's perplexity calibration, cross-control, paper's TLM calibration): the control keeps the
+    first's objective and takes the second's data, so each step of the decomposition (docs/method.md
+    §9) changes one factor. Derived from the registry: ("ppl_c4", "ppl_cs170k", "tlm_cs170k")."""
+    paper = {spec.objective: spec for spec in CALIBRATIONS.values() if spec.in_paper}
+    perplexity, tlm = paper["perplexity"], paper["tlm"]
+    control = next(
+        spec
+        for spec in CALIBRATIONS.values()
+        if not spec.in_paper and spec.objective == perplexity.objective and spec.source == tlm.source
+    )
+    return perplexity.name, control.name, tlm.name

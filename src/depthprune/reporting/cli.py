@@ -37,6 +37,19 @@ def register(subparsers) -> None:
         help="blocks MODEL's searches could not remove: comma-separated indices and/or 'boundary' (first and "
         "last block); recorded as the aggregate's 'protected' column for the nulls of the agreement statistics",
     )
+    agg.add_argument(
+        "--base-aggregate",
+        default=None,
+        metavar="DIR",
+        help="a committed study's aggregate folder whose runs of --base-calibrations join this aggregate "
+        "(refused unless precision, search space and the dense model's evaluated documents match)",
+    )
+    agg.add_argument(
+        "--base-calibrations",
+        default=None,
+        metavar="LIST",
+        help="comma-separated calibrations taken from --base-aggregate",
+    )
     agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
 
@@ -130,10 +143,24 @@ def run_aggregate(args: argparse.Namespace) -> int:
         if not sep or not model:
             raise ValueError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
         protected[model] = spec
+    if (args.base_aggregate is None) != (args.base_calibrations is None):
+        raise ValueError("--base-aggregate and --base-calibrations go together")
     agg = aggregate(selection_files, metrics_files, protected)
+    samples = collect_samples(sample_files, agg.selections)
+    agreement = None
+    if args.base_aggregate is not None:
+        from depthprune.reporting.base_study import merge_base_study
+
+        agg, samples, agreement = merge_base_study(
+            agg, samples, args.base_aggregate, [c.strip() for c in args.base_calibrations.split(",") if c.strip()]
+        )
     written = write_aggregate(agg, args.out)
     # Always written (empty without per-document results): the render rule declares it as input.
-    written.append(write_samples(collect_samples(sample_files, agg.selections), args.out))
+    written.append(write_samples(samples, args.out))
+    if agreement is not None:
+        from depthprune.reporting.base_study import write_agreement
+
+        written.append(write_agreement(agreement, args.out))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )

@@ -4,7 +4,9 @@ Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<mo
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
 ``variance_decomposition.csv``, ``range_statistic.csv``, ``calibration_contrast.csv``: TLM- against
 perplexity-pruned models and chance, ``loss_accuracy.csv``: ρ(search loss, accuracy),
-``evaluation_size.csv``: the power rule of ``reporting/power.py``),
+``evaluation_size.csv``: the power rule of ``reporting/power.py``; with the cross-control
+``ppl_cs170k``, ``calibration_decomposition{,_sets}.csv`` and ``decomposition.{pdf,png}``:
+reporting/decomposition.py),
 ``tables/observations.{md,csv}`` and
 ``tables/paper_comparison.{md,csv}``. Intervals come from the paired document bootstrap over
 ``results/aggregate/samples.parquet`` (``reporting/bootstrap.py``).
@@ -31,9 +33,11 @@ from depthprune.reporting.analysis import (
 )
 from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
 from depthprune.reporting.controls import control_comparison, prior_artifact_answer
+from depthprune.reporting.decomposition import decomposition_table, has_cross_control, set_decomposition_table
 from depthprune.reporting.figure1 import figure1
 from depthprune.reporting.figure2 import figure2
 from depthprune.reporting.figure3 import figure3
+from depthprune.reporting.figure_decomposition import figure_decomposition
 from depthprune.reporting.observations import (
     DEFAULT_COMPARABLE_BAND,
     DEFAULT_STRONG_RHO,
@@ -175,6 +179,12 @@ def render(
             "loss_accuracy": loss_accuracy,
             "evaluation_size": evaluation_size(contrast, evaluation_limit(reps)),
         }
+        if has_cross_control(base):
+            # Objective or data (docs/method.md §9): only a study that ran the cross-control ppl_cs170k.
+            decomposition = decomposition_table(base, reps)
+            analyses["calibration_decomposition"] = decomposition
+            analyses["calibration_decomposition_sets"] = set_decomposition_table(selections)
+            written += figure_decomposition(decomposition, out)
         if len(seeds) > 1:
             analyses["seeds_spread"] = seed_spread(agg.summary)
             analyses["seeds_set_stability"] = set_stability(agg.selections)
