@@ -125,12 +125,12 @@ def metrics_rows(samples: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_run(root: Path, calibration: str, algorithm: str, dtype: str = "float32") -> None:
+def write_run(root: Path, calibration: str, algorithm: str, dtype: str = "float32", seed: int = 0) -> None:
     if algorithm == "dense":
         run = root / "alpha" / "dense"
         removed: list[int] = []
     else:
-        run = root / "alpha" / calibration / "seed0" / f"M{BUDGET}" / algorithm
+        run = root / "alpha" / calibration / f"seed{seed}" / f"M{BUDGET}" / algorithm
         removed = REMOVED[calibration]
     run.mkdir(parents=True)
     samples = pd.DataFrame(samples_rows(calibration if algorithm != "dense" else "none", algorithm, removed))
@@ -145,7 +145,7 @@ def write_run(root: Path, calibration: str, algorithm: str, dtype: str = "float3
             "removed": removed,
             "n_layers": N_LAYERS,
             "loss": 1.0,
-            "seed": 0,
+            "seed": seed,
             "dtype": dtype,
         }
         (run / "selection.json").write_text(json.dumps(selection))
@@ -330,7 +330,7 @@ def test_base_study_refuses_other_documents_and_other_answers(base_and_study):
 def test_base_study_refuses_missing_or_own_calibrations(base_and_study):
     base, root = base_and_study
     agg, samples = study_aggregate(root)
-    with pytest.raises(ValueError, match=r"holds no ppl_cs170k runs|computes ppl_cs170k itself"):
+    with pytest.raises(ValueError, match="computes ppl_cs170k seed 0 itself"):
         merge_base_study(agg, samples, base, ["ppl_cs170k"])
     with pytest.raises(ValueError, match="holds no ppl_c4_x runs"):
         merge_base_study(agg, samples, base, ["ppl_c4_x"])
@@ -350,3 +350,22 @@ def test_small_perplexity_differences_pass_and_are_recorded(base_and_study):
     with pytest.raises(ValueError, match="perplexity units differ"):
         merge_base_study(agg, nudged, base, ["ppl_c4", "tlm_cs170k"])
     assert np.isfinite(agreement.max_perplexity_rel_diff)
+
+
+def test_base_study_reuses_seed_0_beside_a_study_of_other_seeds(base_and_study, tmp_path):
+    """A multi-seed study computes seeds 1.. of the base's calibrations and reuses the committed seed 0:
+    the merged aggregate holds both seeds, the dense model at each."""
+    base, _ = base_and_study
+    root = tmp_path / "seeds_results"
+    for algorithm in ALGORITHMS:
+        write_run(root, "ppl_c4", algorithm, seed=1)
+    write_run(root, "none", "dense")
+    agg, samples = study_aggregate(root)
+    with pytest.raises(ValueError, match="computes ppl_c4 seed 1 itself"):
+        merge_base_study(agg, samples, base, ["ppl_c4"])
+    merged, merged_samples, agreement = merge_base_study(agg, samples, base, ["ppl_c4"], seeds=[0])
+    assert agreement.seeds == (0,)
+    counts = merged.summary.groupby(["seed", "calibration"]).size().to_dict()
+    assert counts == {(0, "none"): 1, (0, "ppl_c4"): 7, (1, "none"): 1, (1, "ppl_c4"): 7}
+    dense_samples = merged_samples[merged_samples.algorithm == "dense"]
+    assert sorted(dense_samples["seed"].unique()) == [0, 1]

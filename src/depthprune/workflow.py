@@ -278,7 +278,13 @@ def base_study_args(config: Mapping, wildcards=None) -> str:
     base = config.get("base_study")
     if not base:
         return ""
-    return cli_args({"base_aggregate": base["aggregate"], "base_calibrations": list(base["calibrations"])})
+    return cli_args(
+        {
+            "base_aggregate": base["aggregate"],
+            "base_calibrations": list(base["calibrations"]),
+            "base_seeds": list(base["seeds"]) if base.get("seeds") is not None else None,
+        }
+    )
 
 
 def study_calibrations(config: Mapping) -> list[str]:
@@ -512,11 +518,13 @@ def check_base_study(config: Mapping) -> None:
     base = config.get("base_study")
     if not base:
         return
+    base_seeds = base.get("seeds") if base.get("seeds") is not None else config["seeds"]
     own = sorted(set(base["calibrations"]) & set(config["calibrations"]))
-    if own:
+    both = sorted(set(base_seeds) & set(config["seeds"]))
+    if own and both:
         raise ConfigError(
-            f"config: base_study.calibrations {own} are also in calibrations: a calibration is either "
-            "computed by the study or reused from the base study"
+            f"config: base_study reuses {', '.join(own)} at seed(s) {both}, which the study computes itself "
+            "(calibrations, seeds): a run is either computed or reused from the base study"
         )
     missing = [f for f in base_study_inputs(config) if not Path(f).is_file()]
     if missing:

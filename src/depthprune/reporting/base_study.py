@@ -1,15 +1,16 @@
 """Reuse a committed study's runs: merge the rows of some of its calibrations into a new aggregate.
 
-A study that adds one calibration to a committed one (config ``base_study``; the cross-control
-study of docs/method.md §9 adds ``ppl_cs170k`` to the default study) computes only its own
-calibrations and the dense model. Its aggregate then takes the base study's selections, metrics and
-per-document scores of the named calibrations from the base's aggregate folder, so every
-comparison stays paired over the same documents without recomputing what is committed.
+A study that adds a calibration or seeds to a committed one (config ``base_study``; the
+cross-control study of docs/method.md §9 adds ``ppl_cs170k`` to the default study) computes only
+its own runs and the dense model. Its aggregate then takes the base study's selections, metrics and
+per-document scores of the named calibrations (at the named seeds, default the study's own) from
+the base's aggregate folder, so every comparison stays paired over the same documents without
+recomputing what is committed.
 
 The base rows are taken only where they are comparable with the study's own, else refused with an
 error naming the base folder and what differs:
 
-- the base holds every requested calibration for every model and seed of the study, and the study
+- the base holds every requested (calibration, seed) for every model of the study, and the study
   computes none of them itself;
 - the searches ran at the same precision (``dtype``), on the same depth and search space
   (``n_layers``, ``protected``);
@@ -60,6 +61,7 @@ class DenseAgreement:
 
     base: str
     calibrations: tuple[str, ...]
+    seeds: tuple[int, ...]
     answered_documents: int
     answers_differ: int
     perplexity_units: int
@@ -67,9 +69,16 @@ class DenseAgreement:
 
 
 def merge_base_study(
-    agg: Aggregate, samples: pd.DataFrame, base_dir: str | Path, calibrations: Sequence[str]
+    agg: Aggregate,
+    samples: pd.DataFrame,
+    base_dir: str | Path,
+    calibrations: Sequence[str],
+    seeds: Sequence[int] | None = None,
 ) -> tuple[Aggregate, pd.DataFrame, DenseAgreement]:
-    """The study's aggregate and per-document scores with the base study's rows of ``calibrations``.
+    """The study's aggregate and per-document scores with the base study's runs of ``calibrations``
+    at ``seeds`` (default: the study's own seeds). A study may reuse other calibrations at its own
+    seeds (the cross-control study) or its own calibrations at other seeds (a multi-seed study that
+    reuses the committed seed 0); never a (calibration, seed) it computes itself.
 
     Raises ValueError naming ``base_dir`` when the base rows are not comparable (module docstring).
     """
@@ -84,12 +93,13 @@ def merge_base_study(
         raise FileNotFoundError(f"{samples_path}: the base study's per-document scores are missing")
     base_samples = pd.read_parquet(samples_path)
 
-    own = set(agg.selections["calibration"])
-    clash = sorted(own & set(calibrations))
+    own_seeds = sorted(int(s) for s in set(agg.selections["seed"])) or [0]
+    seeds = sorted({int(s) for s in seeds}) if seeds is not None else own_seeds
+    own_runs = set(zip(agg.selections["calibration"], agg.selections["seed"]))
+    clash = sorted({f"{c} seed {s}" for c in calibrations for s in seeds if (c, s) in own_runs})
     if clash:
         raise ValueError(f"{where}: this study computes {', '.join(clash)} itself; leave it out of base_study")
     models = sorted(set(agg.selections["model"]) | set(agg.metrics["model"]))
-    seeds = sorted(set(agg.selections["seed"])) or [0]
     picked = base.selections[base.selections["calibration"].isin(calibrations)]
     for calibration in calibrations:
         for model in models:
@@ -106,20 +116,27 @@ def merge_base_study(
         _check_same(picked, agg.selections, PROTECTED_COLUMN, where)
 
     runs = picked[RUN_KEY].drop_duplicates()
+    # The dense model is evaluated once per model and repeated per seed by the aggregate: a base seed
+    # the study does not run brings the base's dense rows of that seed along.
+    new_seeds = [s for s in seeds if s not in own_seeds]
+    dense_runs = base.metrics[(base.metrics["algorithm"] == DENSE_ALGORITHM) & base.metrics["model"].isin(models)]
+    dense_runs = dense_runs[dense_runs["seed"].isin(new_seeds)][RUN_KEY].drop_duplicates()
+    runs = pd.concat([runs, dense_runs], ignore_index=True)
     base_metrics = base.metrics.merge(runs, on=RUN_KEY)
     base_runs_samples = base_samples.merge(runs, on=RUN_KEY)
-    agreement = _dense_agreement(samples, base_samples, models, seeds, base_dir, tuple(calibrations))
+    agreement = _dense_agreement(samples, base_samples, models, own_seeds, seeds, base_dir, tuple(calibrations))
 
     selections = _concat(agg.selections, picked, RUN_KEY)
     metrics = _concat(agg.metrics, base_metrics, RUN_KEY + ["benchmark", "metric"])
     merged_samples = _concat(samples, base_runs_samples, RUN_KEY + ["benchmark", "unit", "metric"])
     summary = build_summary(selections, metrics)
     log.info(
-        "base study %s: %d selections of %s; dense answers differ on %d of %d documents, "
+        "base study %s: %d selections of %s at seed(s) %s; dense answers differ on %d of %d documents, "
         "largest perplexity difference %.2e (relative)",
         base_dir,
         len(picked),
         ", ".join(calibrations),
+        ", ".join(map(str, seeds)),
         agreement.answers_differ,
         agreement.answered_documents,
         agreement.max_perplexity_rel_diff,
@@ -146,18 +163,24 @@ def _check_same(base: pd.DataFrame, own: pd.DataFrame, column: str, where: str) 
 
 
 def _dense_agreement(
-    own: pd.DataFrame, base: pd.DataFrame, models: list[str], seeds: list[int], base_dir: Path, calibrations
+    own: pd.DataFrame,
+    base: pd.DataFrame,
+    models: list[str],
+    own_seeds: list[int],
+    base_seeds: list[int],
+    base_dir: Path,
+    calibrations,
 ) -> DenseAgreement:
     """Compare the two dense evaluations document by document (same units, same answers)."""
     where = f"base_study.aggregate {base_dir}"
     key = ["model", "benchmark", "unit", "metric"]
 
-    def dense(frame: pd.DataFrame) -> pd.DataFrame:
+    def dense(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
         rows = frame[(frame["algorithm"] == DENSE_ALGORITHM) & frame["model"].isin(models)]
-        rows = rows[rows["seed"] == seeds[0]] if "seed" in rows else rows
+        rows = rows[rows["seed"] == seed] if "seed" in rows else rows
         return rows[key + ["value"]]
 
-    mine, theirs = dense(own), dense(base)
+    mine, theirs = dense(own, own_seeds[0]), dense(base, base_seeds[0])
     if mine.empty:
         raise ValueError(f"{where}: this study has no per-document dense results to compare with the base's")
     for (model, benchmark), group in mine.groupby(["model", "benchmark"], sort=True):
@@ -183,6 +206,7 @@ def _dense_agreement(
     agreement = DenseAgreement(
         base=str(base_dir),
         calibrations=calibrations,
+        seeds=tuple(base_seeds),
         answered_documents=len(accuracy),
         answers_differ=differ,
         perplexity_units=len(perplexity),

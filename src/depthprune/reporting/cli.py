@@ -50,6 +50,12 @@ def register(subparsers) -> None:
         metavar="LIST",
         help="comma-separated calibrations taken from --base-aggregate",
     )
+    agg.add_argument(
+        "--base-seeds",
+        default=None,
+        metavar="LIST",
+        help="comma-separated seeds of those calibrations (default: the seeds of this study's runs)",
+    )
     agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
 
@@ -151,9 +157,9 @@ def run_aggregate(args: argparse.Namespace) -> int:
     if args.base_aggregate is not None:
         from depthprune.reporting.base_study import merge_base_study
 
-        agg, samples, agreement = merge_base_study(
-            agg, samples, args.base_aggregate, [c.strip() for c in args.base_calibrations.split(",") if c.strip()]
-        )
+        calibrations = [c.strip() for c in args.base_calibrations.split(",") if c.strip()]
+        seeds = None if args.base_seeds is None else [parse_seed(s) for s in args.base_seeds.split(",") if s.strip()]
+        agg, samples, agreement = merge_base_study(agg, samples, args.base_aggregate, calibrations, seeds)
     written = write_aggregate(agg, args.out)
     # Always written (empty without per-document results): the render rule declares it as input.
     written.append(write_samples(samples, args.out))
@@ -165,6 +171,16 @@ def run_aggregate(args: argparse.Namespace) -> int:
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )
     return 0
+
+
+def parse_seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        raise ValueError(f"--base-seeds {text!r}: expected comma-separated non-negative integers") from None
+    if seed < 0:
+        raise ValueError(f"--base-seeds {text!r}: expected comma-separated non-negative integers")
+    return seed
 
 
 def run_render(args: argparse.Namespace) -> int:

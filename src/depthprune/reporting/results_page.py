@@ -32,11 +32,15 @@ STUDIES = {
     ),
     "figures/protect_none": ("Sensitivity: every block removable (no barrier)", "config/protect_none.yaml"),
     "figures/tlm_sensitivity": ("Sensitivity: TLM with the bounded cross-entropy loss", "config/tlm_sensitivity.yaml"),
+    "figures/cross_control": ("Objective or data: the cross-control ppl_cs170k", "config/cross_control.yaml"),
 }
 DEFAULT_STUDIES = tuple(STUDIES)
 PAGE = Path("docs/results.md")
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 TLM_BEGIN, TLM_END = "<!-- tlm:begin -->", "<!-- tlm:end -->"
+DECOMPOSITION_BEGIN, DECOMPOSITION_END = "<!-- decomposition:begin -->", "<!-- decomposition:end -->"
+# The README's objective-or-data paragraph: the cross-control study (docs/method.md §9).
+DECOMPOSITION_STUDY = "figures/cross_control"
 # The README's TLM table: (search space, study folder) of each committed default-study variant: the
 # default with the first and last block kept ([22]'s barrier, docs/method.md §4) and its sensitivity
 # run without the barrier (config/protect_none.yaml).
@@ -201,6 +205,51 @@ def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
     return "\n".join(markdown_table([*header, "TLM − chance [95% CI]"], rows))
 
 
+def decomposition_paragraph(repo: str | Path, folder: str = DECOMPOSITION_STUDY) -> str:
+    """The README's objective-or-data paragraph, every number and word read from the cross-control
+    study's tables/calibration_decomposition{,_sets}.csv (the mean over the algorithms per M)."""
+    tables = Path(repo) / folder / "tables"
+    effects = [
+        r for r in read_rows(tables / "calibration_decomposition.csv") if r["algorithm"] == "mean of the algorithms"
+    ]
+    sets = read_rows(tables / "calibration_decomposition_sets.csv")
+
+    def estimate(row: dict[str, str], digits: int) -> str:
+        value, lo, hi = (float(row[k]) for k in ("estimate", "ci_low", "ci_high"))
+        return f"{value:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+    sentences = []
+    for budget in sorted({int(r["budget"]) for r in effects}):
+        cell_rows = [r for r in effects if int(r["budget"]) == budget]
+        acc = {r["effect"]: r for r in cell_rows if r["response"] == "avg_accuracy"}
+        ppl = {r["effect"]: r for r in cell_rows if r["response"] == "log10_avg_perplexity"}
+        layers = {r["effect"]: r for r in sets if int(r["budget"]) == budget}
+        compare = acc["objective_minus_data"]
+        if compare["verdict"] == "holds":
+            carrier = "the objective step" if compare["direction"] == "lower" else "the data step"
+            verdict = f"{carrier} costs more accuracy than the other (objective − data {estimate(compare, 1)})"
+        else:
+            verdict = f"the two steps are not told apart (objective − data {estimate(compare, 1)}, inconclusive)"
+        layer_text = "; ".join(
+            f"{step} step within − across Jaccard {float(layers[step]['within_minus_across']):.2f} "
+            f"(p = {number(layers[step]['p_permutation'])}, {layers[step]['verdict']}; across "
+            f"{float(layers[step]['across']):.2f}, random pairs [{float(layers[step]['across_null_low']):.2f}, "
+            f"{float(layers[step]['across_null_high']):.2f}])"
+            for step in ("data", "objective")
+            if step in layers
+        )
+        sentences.append(
+            f"At M = {budget} the TLM − perplexity gap of {estimate(acc['total'], 1)} points splits into a "
+            f"data step (C4 → Commonsense-170k, perplexity kept) of {estimate(acc['data'], 1)} "
+            f"({acc['data']['verdict']}) and an objective step (perplexity → TLM, Commonsense-170k kept) of "
+            f"{estimate(acc['objective'], 1)} ({acc['objective']['verdict']}): {verdict}. "
+            f"In log10 average perplexity the data step is {estimate(ppl['data'], 2)} orders "
+            f"({ppl['data']['verdict']}), the objective step {estimate(ppl['objective'], 2)} "
+            f"({ppl['objective']['verdict']}). Removed blocks: {layer_text}."
+        )
+    return " ".join(sentences)
+
+
 def readme_with_block(readme: str, begin: str, end: str, text: str) -> str:
     """`readme` with the text between the markers `begin` and `end` replaced by `text`."""
     start, stop = readme.index(begin) + len(begin), readme.index(end)
@@ -217,6 +266,8 @@ def readme_generated(readme: str, repo: str | Path) -> str:
     readme = readme_with_headline(readme, headline_table(repo))
     if TLM_BEGIN in readme:
         readme = readme_with_block(readme, TLM_BEGIN, TLM_END, tlm_table(repo))
+    if DECOMPOSITION_BEGIN in readme:
+        readme = readme_with_block(readme, DECOMPOSITION_BEGIN, DECOMPOSITION_END, decomposition_paragraph(repo))
     return readme
 
 
