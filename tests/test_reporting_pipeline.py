@@ -566,6 +566,12 @@ def test_seeds_as_replicates(tmp_path):
     assert "## Across seeds" in (out / "tables" / "observations.md").read_text()
     table3 = pd.read_csv(out / "tables" / "table3.csv")
     assert len(table3) == 1 + 7  # the first seed only: dense + seven algorithms
+    # TLM − perplexity per seed and across seeds: 0.02 q per algorithm, q = -3..3, so a mean of 0
+    two_stage = pd.read_csv(out / "tables" / "seeds_two_stage.csv", dtype={"seed": str})
+    assert list(two_stage["seed"]) == ["0", "1", "two-stage"]
+    assert two_stage["estimate"].tolist() == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    assert two_stage.iloc[-1]["n_seeds"] == 2
+    assert (out / "seeds.png").is_file() and (out / "seeds.pdf").is_file()
 
 
 def test_random_init_controls_get_rows_but_stay_out_of_the_paper_statistics(tmp_path):

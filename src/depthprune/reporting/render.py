@@ -38,6 +38,7 @@ from depthprune.reporting.figure1 import figure1
 from depthprune.reporting.figure2 import figure2
 from depthprune.reporting.figure3 import figure3
 from depthprune.reporting.figure_decomposition import figure_decomposition
+from depthprune.reporting.figure_seeds import figure_seeds
 from depthprune.reporting.observations import (
     DEFAULT_COMPARABLE_BAND,
     DEFAULT_STRONG_RHO,
@@ -52,6 +53,7 @@ from depthprune.reporting.power import evaluation_size, evaluation_size_markdown
 from depthprune.reporting.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
 from depthprune.reporting.style import CONTROL_ALGORITHMS
 from depthprune.reporting.tables import TABLE_NAMES, build_tables, write_tables
+from depthprune.reporting.two_stage import gap_replicates, seeds_two_stage_table
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +156,14 @@ def render(
     tables_dir = out / "tables"
     written: list[Path] = []
     spearman = spearman_table(base, reps)
+    replicates_by_seed = {primary: reps}
+
+    def seed_replicates(seed: int):
+        """The paired document replicates of one seed's runs (computed once per seed)."""
+        if seed not in replicates_by_seed:
+            seed_samples = for_seed(all_samples, seed) if all_samples is not None else None
+            replicates_by_seed[seed] = document_replicates(seed_samples, bootstrap_resamples, bootstrap_seed)
+        return replicates_by_seed[seed]
 
     if "figure1" in wanted:
         written += figure1(agg.selections, out)  # every seed: shade = how often a layer was removed
@@ -188,6 +198,11 @@ def render(
         if len(seeds) > 1:
             analyses["seeds_spread"] = seed_spread(agg.summary)
             analyses["seeds_set_stability"] = set_stability(agg.selections)
+            # Across seeds (docs/method.md §10): each seed's estimate with its document interval and
+            # the two-stage interval (seeds, then documents within each seed).
+            gaps = {s: gap_replicates(paper_only(for_seed(agg.summary, s)), seed_replicates(s)) for s in seeds}
+            analyses["seeds_two_stage"] = seeds_two_stage_table(gaps, bootstrap_resamples)
+            written += figure_seeds(analyses["seeds_two_stage"], out)
         for name, frame in analyses.items():
             path = tables_dir / f"{name}.csv"
             atomic_write_report_csv(path, frame)
@@ -206,12 +221,10 @@ def render(
         if len(seeds) > 1:
             by_seed = {primary: observations.verdicts}
             for seed in seeds[1:]:
-                seed_samples = for_seed(all_samples, seed) if all_samples is not None else None
-                seed_reps = document_replicates(seed_samples, bootstrap_resamples, bootstrap_seed)
                 by_seed[seed] = evaluate_observations(
                     paper_only(for_seed(agg.selections, seed)),
                     paper_only(for_seed(agg.summary, seed)),
-                    seed_reps,
+                    seed_replicates(seed),
                     comparable_band,
                     strong_rho,
                 ).verdicts

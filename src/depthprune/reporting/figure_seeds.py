@@ -1,0 +1,66 @@
+"""The cross-seed figure (docs/method.md §10): per claim and M, each seed's estimate with its document
+interval, and the two-stage interval (seeds, then documents) of their mean.
+
+One panel per statistic of ``tables/seeds_two_stage.csv``; in a panel one row per (model, M): the
+seeds as coloured dots with thin bars, the two-stage mean as a black diamond with a thick bar.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from depthprune.reporting.plotting import empty_figure
+from depthprune.reporting.style import EXTRA_COLOURS, OKABE_ITO, TEXT_WIDTH_IN, figure_style, new_figure, save_figure
+from depthprune.reporting.two_stage import TWO_STAGE
+
+SEED_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"], *EXTRA_COLOURS)
+ROW_HEIGHT_IN = 0.45
+MIN_HEIGHT_IN = 1.6
+
+
+def figure_seeds(table: pd.DataFrame, out_dir: str | Path, stem: str = "seeds") -> list[Path]:
+    with figure_style():
+        if table.empty:
+            return empty_figure(out_dir, stem, "fewer than two seeds")
+        statistics = list(dict.fromkeys(table["statistic"]))
+        cells = sorted(table[["model", "budget"]].drop_duplicates().itertuples(index=False, name=None))
+        fig = new_figure(TEXT_WIDTH_IN, max(MIN_HEIGHT_IN, ROW_HEIGHT_IN * len(cells) + 0.9))
+        axes = fig.subplots(1, len(statistics), squeeze=False)[0]
+        seeds = sorted(int(s) for s in table["seed"].unique() if s != TWO_STAGE)
+        for ax, statistic in zip(axes, statistics):
+            rows = table[table["statistic"] == statistic]
+            ax.axvline(0.0, color="#999999", linewidth=0.6, zorder=0)
+            for y, (model, budget) in enumerate(cells):
+                cell = rows[(rows["model"] == model) & (rows["budget"] == budget)]
+                for k, seed in enumerate(seeds):
+                    row = cell[cell["seed"] == str(seed)]
+                    if row.empty:
+                        continue
+                    r = row.iloc[0]
+                    offset = y + 0.12 + 0.28 * k / max(len(seeds) - 1, 1)
+                    colour = SEED_COLOURS[k % len(SEED_COLOURS)]
+                    ax.plot([r["ci_low"], r["ci_high"]], [offset, offset], color=colour, linewidth=0.8)
+                    ax.scatter(
+                        [r["estimate"]],
+                        [offset],
+                        color=colour,
+                        s=10,
+                        zorder=3,
+                        label=f"seed {seed}" if y == 0 else None,
+                    )
+                pooled = cell[cell["seed"] == TWO_STAGE]
+                if not pooled.empty:
+                    p = pooled.iloc[0]
+                    ax.plot([p["ci_low"], p["ci_high"]], [y - 0.15, y - 0.15], color="black", linewidth=2.0)
+                    label = f"two-stage ({int(p['n_seeds'])} seeds)" if y == 0 else None
+                    ax.scatter([p["estimate"]], [y - 0.15], color="black", marker="D", s=14, zorder=3, label=label)
+            ax.set_yticks(
+                np.arange(len(cells)), [f"{m} M={b}" if len({c[0] for c in cells}) > 1 else f"M={b}" for m, b in cells]
+            )
+            ax.invert_yaxis()
+            ax.set_xlabel(statistic)
+        axes[0].legend(loc="best", frameon=False, fontsize="small")
+        return save_figure(fig, out_dir, stem)
