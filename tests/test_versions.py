@@ -122,6 +122,10 @@ RECORDED = {
         # held-out samples, are bitwise equal before (95416a3) and after: scores, empty loss, accuracies,
         # ranking, every trace loss, the selected sets and their held-out losses (89 comparisons).
         "f5399a208f27e0c3",
+        # Dead code removed (issue 49): calibration/data.py read_jsonl and load_cs170k_rows, and
+        # evaluation/run.py evaluate_removed, none of which any package code called. Verified as above
+        # (the same 89 comparisons against 95416a3): bitwise equal.
+        "c53b4903e2d2a6eb",
     ),
 }
 
