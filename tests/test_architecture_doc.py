@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import fnmatch
 import re
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,40 +124,133 @@ def test_handlers_in_the_rule_table_exist():
     assert wrong == [], f"docs/architecture.md names handlers that do not exist: {wrong}"
 
 
-# The layers of docs/architecture.md ("Layers"), lowest first; a module may import its own layer
-# and the ones below, never one above.
-ENTRY = ("cli", "cli_common", "prior_cli", "plan_cli", "workflow", "__main__")
+# The floors of docs/architecture.md ("Layers"), read from its table, lowest first: a module may
+# import its own floor and the ones below, never one above.
 
 
-def layer(module: str) -> int:
-    parts = module.split(".")[1:]
-    name = ".".join(parts)
-    if name in ENTRY or name.endswith(".cli") or parts[:1] == ["timing"]:
-        return 3  # entry points: the CLI, its shared options, timing, the workflow's functions
-    if parts[:1] in (["search"], ["evaluation"], ["reporting"]) or name in ("prior", "plan"):
-        return 2  # the study's stages
-    if parts[:1] in (["models"], ["calibration"], ["engine"]):
-        return 1  # models, calibration data and objectives, the scoring engine
-    return 0  # io, paths, versions, budgets, seeding, progress, allocator, locking, ...
+def floor_patterns() -> list[list[str]]:
+    """The module patterns of each floor, lowest first: `io.py`, `search/` (a folder), `*/cli.py`."""
+    section = DOC.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    floors = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] not in ("floor", "---") and "`" in cells[1]:
+            floors.append(re.findall(r"`([^`]+)`", cells[1]))
+    return floors[::-1]
 
 
-def test_no_module_imports_a_higher_layer():
-    upward = []
-    for path in PACKAGE.rglob("*.py"):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+def module_path(module: str) -> Path:
+    """src/depthprune/... file of a dotted module name (packages: their __init__.py)."""
+    relative = Path(*module.split(".")[1:])
+    return PACKAGE / relative / "__init__.py" if (PACKAGE / relative).is_dir() else PACKAGE / f"{relative}.py"
+
+
+def floor(module: str, floors: list[list[str]]) -> int | None:
+    """The highest floor whose patterns match the module (`search/cli.py` is both in `search/` and
+    `*/cli.py`: an entry point); None when no floor names it."""
+    relative = module_path(module).relative_to(PACKAGE).as_posix()
+    found = None
+    for level, patterns in enumerate(floors):
+        for pattern in patterns:
+            matched = relative.startswith(pattern) if pattern.endswith("/") else fnmatch.fnmatch(relative, pattern)
+            if matched:
+                found = level
+    return found
+
+
+def package_modules() -> dict[str, Path]:
+    return {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports anywhere in its code (module level, inside functions,
+    relative or absolute; `from depthprune.calibration import data` imports the submodule `data`)."""
+    modules = package_modules()
+    graph = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        targets = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets = (
-                [node.module]
-                if isinstance(node, ast.ImportFrom) and node.module
-                else [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            for target in targets:
-                if (
-                    target.startswith("depthprune.")
-                    and layer(target) > layer(module)
-                    and module != "depthprune.__main__"
-                ):
-                    upward.append(f"{module} -> {target}")
-    assert upward == [], f"imports from a lower layer to a higher one: {sorted(set(upward))}"
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.split(".")[0] == "depthprune")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    base = node.module
+                if base.split(".")[0] != "depthprune":
+                    continue
+                targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+        graph[module] = targets - {module}
+    return graph
+
+
+def test_the_import_graph_sees_imports_inside_functions_and_relative_ones(tmp_path, monkeypatch):
+    package = tmp_path / "depthprune"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "io.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "a.py").write_text("def f():\n    from depthprune.sub import b\n    from .. import io\n")
+    (package / "sub" / "b.py").write_text("from . import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", package)
+    graph = import_graph()
+    assert graph["depthprune.sub.a"] == {"depthprune.sub.b", "depthprune.io"}
+    assert import_cycles(graph) == [["depthprune.sub.a", "depthprune.sub.b"]]
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(import_graph())
+    assert cycles == [], f"modules that import each other, directly or through others: {cycles}"
+
+
+def test_every_module_has_a_floor():
+    floors = floor_patterns()
+    assert len(floors) == 4, f"docs/architecture.md's Layers table should have four floors: {floors}"
+    homeless = [m for m in package_modules() if floor(m, floors) is None]
+    assert homeless == [], f"modules that no floor of docs/architecture.md's Layers table names: {homeless}"
+
+
+def test_no_module_imports_a_higher_floor():
+    floors = floor_patterns()
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in sorted(targets)
+        if target in package_modules() and (floor(target, floors) or 0) > (floor(module, floors) or 0)
+    ]
+    assert upward == [], f"imports from a lower floor to a higher one: {upward}"

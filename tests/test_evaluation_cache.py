@@ -10,7 +10,7 @@ import pandas as pd
 
 from depthprune.evaluation.benchmarks import EvalSettings
 from depthprune.evaluation.cache import EvalCache, cache_key
-from depthprune.evaluation.run import METRICS_COLUMNS, Labels, cache_payload, evaluate_removed, metrics_frame
+from depthprune.evaluation.run import METRICS_COLUMNS, Labels, cache_payload, evaluate_removed_sets, metrics_frame
 
 IDENTITY = {"spec": "tiny:llama-8", "dtype": "float32", "device": "cpu"}
 SMALL = {"benchmarks": ("wikitext2", "piqa"), "limit": 2, "ppl_seq_len": 64, "ppl_max_tokens": 128, "batch_size": 4}
@@ -51,9 +51,13 @@ def test_cache_hit_returns_identical_rows_without_loading(tiny_model_dir, data_d
     settings = EvalSettings(**SMALL, data_dir=data_dir)
     cache = EvalCache(tmp_path / "cache")
     loader = CountingLoader(tiny_model_dir)
-    first = evaluate_removed(model_identity=IDENTITY, removed=(3, 1), settings=settings, load=loader, cache=cache)
+    first = evaluate_removed_sets(
+        model_identity=IDENTITY, removed_sets=[(3, 1)], settings=settings, load=loader, cache=cache
+    )[0]
     start = time.perf_counter()
-    second = evaluate_removed(model_identity=IDENTITY, removed=(1, 3), settings=settings, load=loader, cache=cache)
+    second = evaluate_removed_sets(
+        model_identity=IDENTITY, removed_sets=[(1, 3)], settings=settings, load=loader, cache=cache
+    )[0]
     assert time.perf_counter() - start < 1.0
     assert loader.calls == 1 and not first.cache_hit and second.cache_hit
     a = metrics_frame(first, Labels("tiny", "ppl_c4", 2, "greedy"), settings)
@@ -71,9 +75,9 @@ def test_concurrent_jobs_evaluate_a_set_once(tiny_model_dir, data_dir, tmp_path)
     results = []
 
     def job():
-        evaluation = evaluate_removed(
-            model_identity=IDENTITY, removed=(2,), settings=settings, load=loader, cache=cache
-        )
+        evaluation = evaluate_removed_sets(
+            model_identity=IDENTITY, removed_sets=[(2,)], settings=settings, load=loader, cache=cache
+        )[0]
         results.append(evaluation)
 
     threads = [threading.Thread(target=job) for _ in range(2)]
@@ -189,9 +193,13 @@ def test_per_document_results_are_cached_and_reproduce_the_metrics(tiny_model_di
     settings = EvalSettings(**SMALL, data_dir=data_dir)
     cache = EvalCache(tmp_path / "cache")
     loader = CountingLoader(tiny_model_dir)
-    first = evaluate_removed(model_identity=IDENTITY, removed=(1, 3), settings=settings, load=loader, cache=cache)
+    first = evaluate_removed_sets(
+        model_identity=IDENTITY, removed_sets=[(1, 3)], settings=settings, load=loader, cache=cache
+    )[0]
     assert (cache.entry_dir(first.cache_key) / SAMPLES).is_file()
-    second = evaluate_removed(model_identity=IDENTITY, removed=(1, 3), settings=settings, load=loader, cache=cache)
+    second = evaluate_removed_sets(
+        model_identity=IDENTITY, removed_sets=[(1, 3)], settings=settings, load=loader, cache=cache
+    )[0]
     assert second.cache_hit and loader.calls == 1
     labels = Labels("tiny", "ppl_c4", 2, "greedy")
     write_outputs(second, labels, settings, None, None, tmp_path / "samples.parquet")

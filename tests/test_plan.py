@@ -11,13 +11,12 @@ import contextlib
 import importlib.util
 import io
 import json
-import math
 import re
 
 import pytest
 
 from depthprune.cli import main
-from depthprune.plan import BUNDLED_CONFIGS, ModelShape, search_evaluations
+from depthprune.plan import BUNDLED_CONFIGS, ModelShape
 
 LAST_LINE = re.compile(r"^plan: jobs=(\d+) gpu_hours=([\d.]+) peak_gpu_gib=([\d.]+)$")
 # Dry-run jobs of config/paper.yaml per rule (tests/test_workflow.py: test_paper_profile_dag, and its
@@ -34,37 +33,7 @@ PAPER_DRY_RUN = {
 }
 
 
-# --------------------------------------------------------------------------- evaluations per search
-
-
-@pytest.mark.parametrize(
-    ("algorithm", "params", "n", "m", "expected"),
-    [
-        ("one_shot", {}, 8, 2, 1),
-        ("greedy", {}, 8, 2, 8 + 7),
-        ("greedy", {}, 32, 9, sum(range(24, 33))),  # 32 + 31 + ... + 24
-        ("beam", {}, 8, 2, 8 + 5 * 7),  # all singles, then width 5 x the 7 layers left
-        ("beam", {"beam_width": 3}, 8, 3, 8 + 3 * 7 + 3 * 6),
-        ("ga", {}, 8, 2, 16 * 10),
-        ("ga", {"population": 4, "generations": 3}, 8, 2, 12),
-        ("ga_random", {"population": 4, "generations": 3}, 8, 2, 12),
-        ("bo", {}, 8, 2, 200),
-        ("bo_random", {"n_trials": 15}, 8, 2, 15),
-        ("cbo", {}, 8, 2, 16),  # gradient coefficients: only the re-ranked sets are evaluated
-        ("cbo", {"coefficients": "gradient", "rerank": 4}, 8, 2, 4),
-        ("cbo", {"coefficients": "ablation", "rerank": 4}, 8, 2, 4 + 8 * 7 // 2),  # + the 28 pairs
-        # contiguous blocks of length 2 and 3 (7 + 6), then 10 moves x 8 alternatives x 3 lengths
-        ("fast_block_select", {}, 8, 2, 13 + 10 * 8 * 3),
-        ("exhaustive", {}, 8, 2, math.comb(8, 2)),
-    ],
-)
-def test_search_evaluations(algorithm, params, n, m, expected):
-    assert search_evaluations(algorithm, params, n, m) == expected
-
-
-def test_search_evaluations_unknown_algorithm():
-    with pytest.raises(ValueError, match="sleb"):
-        search_evaluations("sleb", {}, 8, 2)
+# Evaluations per search: tests/test_search_cost.py (the planner asks each search's class).
 
 
 # --------------------------------------------------------------------------- model shapes

@@ -114,6 +114,18 @@ RECORDED = {
         # and the item scores it is taken from; Objective.accuracy folded into it). Verified as above,
         # the same prior at this code: bitwise equal.
         "26ede7445b16c7d2",
+        # score_heldout moved from calibration/heldout.py into engine/scoring.py beside forward_loss, which
+        # it calls (issue 49: calibration/heldout imported the engine, which imports calibration/objectives,
+        # which imports calibration/heldout); its code is unchanged. Verified on tiny:llama-8 (float32,
+        # one thread, --no-cache): the ppl_c4 (4 x 32) and tlm_cs170k (4 items) priors, one search per
+        # registered algorithm at M = 2 under ppl_c4 and greedy M = 3 under tlm_cs170k, each with 8
+        # held-out samples, are bitwise equal before (95416a3) and after: scores, empty loss, accuracies,
+        # ranking, every trace loss, the selected sets and their held-out losses (89 comparisons).
+        "f5399a208f27e0c3",
+        # Dead code removed (issue 49): calibration/data.py read_jsonl and load_cs170k_rows, and
+        # evaluation/run.py evaluate_removed, none of which any package code called. Verified as above
+        # (the same 89 comparisons against 95416a3): bitwise equal.
+        "c53b4903e2d2a6eb",
     ),
 }
 

@@ -9,8 +9,9 @@ models in ``depthprune/models/configs/``; no weights are read). Per rule:
   algorithm and budget on top, the evaluation passes of ``evaluation.pass_per``);
 * forward FLOPs: 2 per weight and token in the blocks and the LM head, plus the attention's
   4 * context * (heads * head_dim) per token and block, counted at the length the kernels run;
-* evaluations per search from its hyper-parameters (``search_evaluations``: greedy's and beam's
-  steps, the GA's population x generations, BO's trials, ...), each running the blocks the
+* evaluations per search from its hyper-parameters, as the search's class counts them
+  (``search_evaluations`` asks ``SearchAlgorithm.expected_requests``: greedy's and beam's steps, the
+  GA's population and children, BO's trials, ...), each running the blocks the
   engine runs for it (``ENGINE_BLOCK_FRACTION``: measured blocks per evaluation of the committed
   default study, results/aggregate/selections.csv, when present);
 * peak memory per job: weights + activations of one forward batch + the state cache at its cap;
@@ -26,13 +27,14 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 import yaml
+
+from depthprune.budgets import protected_blocks
 
 log = logging.getLogger(__name__)
 BUNDLED_CONFIGS = Path(__file__).parent / "models" / "configs"
@@ -269,33 +271,14 @@ def corpus_tokens(task: str, tokenizer, data_dir) -> int:
 # --------------------------------------------------------------------------- searches
 
 
-def search_evaluations(algorithm: str, params: Mapping, n: int, m: int) -> int:
-    """Distinct subset evaluations a search spends (beyond the prior it reads), from its
-    hyper-parameters: an upper bound (repeated proposals are answered by the memo)."""
-    base = algorithm.removesuffix("_random")
-    if base == "one_shot":
-        return 1
-    if base == "greedy":  # step k tries every remaining layer
-        return sum(n - k for k in range(m))
-    if base == "beam":
-        width = int(params.get("beam_width", 5))
-        return n + sum(width * (n - k) for k in range(1, m))
-    if base == "ga":
-        return int(params.get("population", 16)) * int(params.get("generations", 10))
-    if base == "bo":
-        return int(params.get("n_trials", 200))
-    if base == "cbo":
-        rerank = int(params.get("rerank", 16))
-        if params.get("coefficients", "gradient") == "ablation":
-            return rerank + n * (n - 1) // 2  # pairwise ablations (singles: the prior)
-        return rerank
-    if base == "fast_block_select":
-        longest = int(params.get("max_block_len", 3))
-        candidates = sum(n - length + 1 for length in range(2, longest + 1))
-        return candidates + int(params.get("max_iters", 10)) * int(params.get("top_k", 8)) * longest
-    if base == "exhaustive":
-        return math.comb(n, m)
-    raise ValueError(f"search_params: no evaluation count for algorithm {algorithm!r}")
+def search_evaluations(algorithm: str, params: Mapping, n_allowed: int, m: int) -> int:
+    """Sets a search requests beyond the prior it reads, as the search's own class counts them
+    (``SearchAlgorithm.expected_requests``, with its defaults for the parameters not given): an upper
+    bound of its distinct evaluations (repeated proposals are answered by the memo)."""
+    from depthprune.search import get_algorithm
+
+    search = get_algorithm(algorithm)
+    return search.expected_requests(n_allowed, m, search.resolve_params(dict(params)))
 
 
 def engine_block_fraction(selections_csv: str | Path = "results/aggregate/selections.csv") -> dict[str, float]:
@@ -424,6 +407,7 @@ def build_plan(
         load = weights / (load_gbps * 1e9)
         tokenizer = planning_tokenizer(entry, cache_dir)
         n, budgets = shape.n_layers, workflow.model_budgets(config, model)
+        n_allowed = n - len(protected_blocks(entry.get("protected_layers") or (), entry.get("protect", "none"), n))
         plan.add("prepare_model", 0.0, shape.params * 4, shape.params * 4 / (load_gbps * 1e9), gpu=False)
         eval_tokens = evaluation_tokens(config, tokenizer, data_dir)
         batch_size = int(config["evaluation"].get("batch_size") or 8)  # windows / requests per forward
@@ -447,7 +431,7 @@ def build_plan(
                 for budget in budgets:
                     for algorithm in config["algorithms"]:
                         params = dict(config["search_params"].get(algorithm) or {})
-                        evals = search_evaluations(algorithm, params, n, budget)
+                        evals = search_evaluations(algorithm, params, n_allowed, budget)
                         blocks = evals * (n - budget) * fraction.get(algorithm, 1.0)
                         flops = blocks * per_block + evals * shape.head_flops(cal.scored)
                         job_peak = peak

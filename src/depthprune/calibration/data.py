@@ -23,11 +23,6 @@ DEFAULT_CS170K_DATASET = "zwhe99/commonsense_170k"
 C4_POOL = 1000
 
 
-def read_jsonl(path: Path) -> Iterator[dict]:
-    for _, row in read_jsonl_numbered(path):
-        yield row
-
-
 def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict]]:
     """(1-based line number, row) for every non-blank line; errors name ``file:line``."""
     with open(path, encoding="utf-8") as handle:
@@ -85,11 +80,6 @@ def load_c4_documents(
     except Exception as err:  # network, auth, missing file: all mean "not reachable"
         raise _hub_error("C4 train", dataset_id, err) from err
     return [text_field(row, "text", f"{dataset_id} row {i + 1}") for i, row in enumerate(rows)]
-
-
-def load_cs170k_rows(data_dir: str | Path | None, dataset_id: str = DEFAULT_CS170K_DATASET) -> list[dict]:
-    """Commonsense-170k rows in the LLM-Adapters layout (instruction, input, output, answer)."""
-    return [row for _, row in load_cs170k_rows_located(data_dir, dataset_id)]
 
 
 def load_cs170k_rows_located(

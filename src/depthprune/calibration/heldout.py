@@ -58,24 +58,3 @@ def check_disjoint(population: int, n_samples: int, seed: int, heldout: list[int
             f"the held-out draw (reserved: seeds {EXCLUDED_SEEDS.start}..{EXCLUDED_SEEDS.stop - 1} at up to "
             f"{RESERVED[source]} samples); use such a seed and size or no held-out scoring"
         )
-
-
-def score_heldout(loaded, objective, removed) -> dict:
-    """The held-out loss (and TLM accuracy) of the model without blocks ``removed``: the blocks are
-    removed from ``loaded.model`` in place (called once a search is done with the model), and the
-    pruned model is scored by its plain forward pass, as an exported pruned model would be."""
-    import time
-
-    from depthprune.engine.scoring import forward_loss
-    from depthprune.models.pruning import remove_blocks
-
-    started = time.perf_counter()
-    remove_blocks(loaded.model, removed)
-    loss, accuracy = forward_loss(loaded.model, objective)
-    return {
-        "loss": float(loss),
-        "accuracy": None if accuracy is None else float(accuracy),
-        "n_tokens": objective.n_tokens,
-        "data_hash": objective.data_hash,
-        "seconds": time.perf_counter() - started,
-    }

@@ -9,6 +9,7 @@ in at least float32 (float64 stays float64).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from itertools import pairwise
 
@@ -17,6 +18,7 @@ import torch
 from depthprune.calibration.objectives import Objective
 from depthprune.engine.tree_attention import backbone_forward, tree_masks
 from depthprune.models.families import family_for
+from depthprune.models.pruning import remove_blocks
 
 
 def head_target_logprobs(
@@ -118,3 +120,19 @@ def forward_loss(model: torch.nn.Module, objective: Objective) -> tuple[float, f
             hidden = backbone_forward(family.backbone(model), batch, device, tree).last_hidden_state
             logprobs.append(scored_logprobs(model, family, batch, hidden, device, normed=True))
     return objective.reduce(logprobs)
+
+
+def score_heldout(loaded, objective, removed) -> dict:
+    """The held-out loss (and TLM accuracy) of the model without blocks ``removed``: the blocks are
+    removed from ``loaded.model`` in place (called once a search is done with the model), and the
+    pruned model is scored by its plain forward pass, as an exported pruned model would be."""
+    started = time.perf_counter()
+    remove_blocks(loaded.model, removed)
+    loss, accuracy = forward_loss(loaded.model, objective)
+    return {
+        "loss": float(loss),
+        "accuracy": None if accuracy is None else float(accuracy),
+        "n_tokens": objective.n_tokens,
+        "data_hash": objective.data_hash,
+        "seconds": time.perf_counter() - started,
+    }

@@ -250,11 +250,6 @@ def cache_payload(model_identity: dict, removed, settings: EvalSettings) -> dict
     }
 
 
-def evaluate_removed(*, removed, **kwargs) -> Evaluation:
-    """``evaluate_removed_sets`` for one removed set."""
-    return evaluate_removed_sets(removed_sets=[removed], **kwargs)[0]
-
-
 def evaluate_removed_sets(
     *,
     model_identity: dict,

@@ -277,10 +277,17 @@ class SearchAlgorithm:
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         raise NotImplementedError
 
-    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int | None:
-        """About how many sets the search will request (memo hits included), for the progress log's
-        ETA; None where it cannot be known in advance."""
-        return None
+    # Whether ``expected_requests`` is the exact count (True) or an upper bound, for a search that can
+    # stop early or whose candidates can coincide (False). tests/test_search_cost.py holds each
+    # registered search to it on synthetic objectives.
+    requests_exact: ClassVar[bool] = True
+
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        """The sets a search job requests from its evaluator (memo hits included, and the runner's
+        evaluation of the chosen set where the search did not request it), with ``params`` resolved
+        (``resolve_params``) and ``n_allowed`` layers removable in one contiguous run. The single
+        record of a search's cost: the progress log's ETA and ``depthprune plan`` read it."""
+        raise NotImplementedError(f"search algorithm {self.name!r} does not state its expected_requests")
 
     def uses_prior(self, params: dict) -> bool:
         """Whether the search reads the single-layer prior; if so its search time includes the

@@ -19,6 +19,8 @@ class Beam(SearchAlgorithm):
     defaults = {"beam_width": 5}
     ranges = {"beam_width": POSITIVE}
 
+    requests_exact = False  # extensions of different beams can coincide (each is requested once)
+
     def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
         # At most: the first step extends ∅; each later one extends beam_width sets (duplicates merge).
         return n_allowed + sum(params["beam_width"] * (n_allowed - t) for t in range(1, budget))

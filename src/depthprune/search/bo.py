@@ -82,7 +82,8 @@ class BayesianOptimisation(SearchAlgorithm):
         return bool(params["prior_guided"])
 
     def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
-        return int(params["n_trials"])
+        # One distinct set per trial (a repeated proposal is repaired); a smaller space is enumerated.
+        return min(int(params["n_trials"]), math.comb(n_allowed, budget))
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["n_trials"] < 1:

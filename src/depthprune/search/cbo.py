@@ -65,6 +65,16 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
     }
     choices = {"coefficients": ("gradient", "ablation"), "derivatives": ("full_graph", "blockwise")}
 
+    requests_exact = False  # simulated annealing (above exact_limit) can find fewer than rerank sets
+
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        # The rerank lowest-energy sets; ablation coefficients first request ∅, every single and every pair
+        # (the energy-loss diagnostic's random sets are outside the search's trace).
+        reranked = min(int(params["rerank"]), math.comb(n_allowed, budget))
+        if params["coefficients"] == "ablation":
+            return 1 + n_allowed + math.comb(n_allowed, 2) + reranked
+        return reranked
+
     def uses_prior(self, params: dict) -> bool:
         return params["coefficients"] == "ablation"  # gradient coefficients come from one gated pass
 
@@ -121,7 +131,12 @@ def energy_loss_diagnostics(problem, allowed, linear, quadratic, lowest, records
         )
         inner = getattr(problem.evaluator, "inner", problem.evaluator)  # outside the search's trace
         started = time.perf_counter()
-        random_records = inner.evaluate([parse_layers(allowed[c]) for c in combos])
+        # ... and outside the search's progress, whose total is the search's own requests
+        progress, inner.progress = getattr(inner, "progress", None), None
+        try:
+            random_records = inner.evaluate([parse_layers(allowed[c]) for c in combos])
+        finally:
+            inner.progress = progress
         # Not the search's cost: run_search takes it out of search_seconds (Table 4).
         out["diagnostic_seconds"] = time.perf_counter() - started
         out["energy_loss_spearman_random"] = rho(energies(linear, quadratic, combos), [r.loss for r in random_records])

@@ -148,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace) -> int:
-    from depthprune.calibration.heldout import score_heldout
     from depthprune.calibration.objectives import load_calibration_samples
+    from depthprune.engine.scoring import score_heldout
     from depthprune.search.runner import clear_workdir, run_search, write_outputs  # pandas: only when a search runs
 
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.

@@ -30,6 +30,9 @@ class Exhaustive(SearchAlgorithm):
     defaults = {"max_sets": 10_000, "batch_size": 256}
     ranges = {"max_sets": POSITIVE, "batch_size": POSITIVE}
 
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        return math.comb(n_allowed, budget)
+
     def uses_prior(self, params: dict) -> bool:
         return False
 

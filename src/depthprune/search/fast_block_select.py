@@ -38,6 +38,16 @@ class FastBlockSelect(SearchAlgorithm):
     marker = "X"  # matplotlib marker in the figures
     defaults = {"max_iters": 10, "top_k": 8, "max_block_len": 3}
     ranges = {"max_iters": POSITIVE, "top_k": POSITIVE, "max_block_len": POSITIVE}
+    requests_exact = False  # it stops at the first move that no swap improves
+
+    def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
+        # ∅, every candidate block and the prior's top M; then at most max_iters moves, each trying every
+        # block of the current set (its contiguous runs of each length k, and the group of its k weakest
+        # layers) with up to top_k swaps for candidates of the same length other than the block.
+        max_len = min(params["max_block_len"], budget)
+        candidates = sum(n_allowed - k + 1 for k in range(1, max_len + 1))
+        per_move = sum((budget - k + 1 + (k >= 2)) * min(params["top_k"], n_allowed - k) for k in range(1, max_len + 1))
+        return 2 + candidates + params["max_iters"] * per_move
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["top_k"] < 1 or params["max_iters"] < 1 or params["max_block_len"] < 1:

@@ -53,7 +53,9 @@ class GeneticAlgorithm(SearchAlgorithm):
         return bool(params["prior_guided"])
 
     def expected_requests(self, n_allowed: int, budget: int, params: dict) -> int:
-        return int(params["population"]) * (int(params["generations"]) + 1)
+        # The initial population, then each generation's children (its elite is not evaluated again).
+        size = int(params["population"])
+        return size + int(params["generations"]) * (size - round(params["elitism"] * size))
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         size = params["population"]

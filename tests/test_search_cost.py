@@ -1,0 +1,67 @@
+"""One cost model: the count `depthprune plan` predicts for a search is the count its class states
+(SearchAlgorithm.expected_requests), and the search makes exactly that many requests, or at most
+that many where it can stop early or merge coinciding candidates (``requests_exact`` False: beam,
+CBO, fast-block-select)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from depthprune.plan import search_evaluations
+from depthprune.search import ALGORITHMS, get_algorithm
+from depthprune.search.runner import run_search
+from depthprune.search.synthetic import random_objective
+
+# Small settings, so every algorithm runs in a moment; the defaults fill the rest.
+SMALL = {
+    "ga": {"population": 6, "generations": 3},
+    "ga_random": {"population": 6, "generations": 3},
+    "bo": {"n_trials": 12, "n_startup_trials": 4},
+    "bo_random": {"n_trials": 12, "n_startup_trials": 4},
+    "beam": {"beam_width": 3},
+    "cbo": {"rerank": 4, "diagnostic_sets": 0},
+    "fast_block_select": {"max_iters": 3, "top_k": 4},
+}
+# Other paths of the same searches: CBO's ablation energy and its annealing above exact_limit, GA
+# without elitism, BO on a space smaller than n_trials (every subset).
+VARIANTS = [
+    ("cbo", {"coefficients": "ablation", "rerank": 4, "diagnostic_sets": 0}),
+    ("cbo", {"exact_limit": 1, "rerank": 6, "sa_restarts": 2, "sa_steps": 200, "diagnostic_sets": 0}),
+    ("ga", {"population": 5, "generations": 2, "elitism": 0.0}),
+    ("bo", {"n_trials": 40, "n_startup_trials": 4}),
+]
+CASES = [(name, SMALL.get(name, {})) for name in ALGORITHMS] + VARIANTS
+
+
+@pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("budget", [1, 3])
+def test_the_planned_count_is_what_the_search_requests(name, params, budget, tmp_path):
+    # N = 10 under protect: boundary (blocks 0 and 9 kept): 8 removable layers in one run.
+    evaluator = random_objective(10, seed=3, interaction=0.3, protected=(0, 9))
+    planned = search_evaluations(name, params, 8, budget)
+    result = run_search(evaluator, name, budget, evaluator.prior(), seed=1, workdir=tmp_path / "work", params=params)
+    requests = len(result.trace)
+    if get_algorithm(name).requests_exact:
+        assert requests == planned, f"{name} M={budget}: planned {planned}, requested {requests}"
+    else:
+        assert 0 < requests <= planned, f"{name} M={budget}: planned at most {planned}, requested {requests}"
+
+
+def test_ga_counts_its_initial_population_and_each_generations_children():
+    ga = get_algorithm("ga")
+    params = ga.resolve_params({"population": 10, "generations": 4, "elitism": 0.2})
+    assert search_evaluations("ga", {"population": 10, "generations": 4, "elitism": 0.2}, 8, 2) == 10 + 4 * 8
+    assert ga.expected_requests(8, 2, params) == 42
+
+
+def test_the_planner_takes_each_searchs_own_defaults():
+    for name, cls in ALGORITHMS.items():
+        assert search_evaluations(name, {}, 12, 3) == cls().expected_requests(12, 3, cls().resolve_params())
+    assert search_evaluations("bo", {}, 12, 3) == min(get_algorithm("bo").defaults["n_trials"], math.comb(12, 3))
+
+
+def test_unknown_algorithm_is_named():
+    with pytest.raises(ValueError, match="sleb"):
+        search_evaluations("sleb", {}, 8, 2)
