@@ -40,6 +40,15 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/render.smk"
 
 
+# Light jobs that read results and draw: on a cluster executor they run on the submit host instead
+# of queueing as cluster jobs (seconds of work against a job's Snakemake start-up).
+localrules:
+    aggregate,
+    render,
+    calibration_size,
+    figures,
+
+
 # The whole study: every search and every evaluation, then the figures. On a fresh clone the
 # committed results/aggregate/ and figures/ exist already, but the per-job results do not, so the
 # study runs and aggregate/render redraw from the user's own results. `snakemake figures` asks only

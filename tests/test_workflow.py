@@ -441,7 +441,10 @@ def test_forced_rule_recomputes_without_reading_its_cache(finished):
     assert "--recompute" not in plain
 
 
-def test_memo_journal_is_not_a_param_and_slurm_selects_delete(finished):
+def test_memo_journal_is_not_a_param_and_follows_the_executor(finished):
+    """Switching the journal reruns nothing; the SLURM profile run locally (--executor local) keeps
+    WAL, since the journal follows where the jobs run (issue 48; the cluster case:
+    tests/test_slurm_profile.py)."""
     assert "Nothing to be done" in finished.run("-n", config=("evaluator={memo_journal: delete}",)).stdout
     output = run_snakemake(
         "-n",
@@ -457,7 +460,7 @@ def test_memo_journal_is_not_a_param_and_slurm_selects_delete(finished):
         "prior",
     ).stdout
     priors = [line for line in output.splitlines() if "depthprune" in line and " prior " in line]
-    assert priors and all("--memo-journal delete" in line for line in priors)
+    assert priors and all("--memo-journal wal" in line for line in priors)
 
 
 def test_results_folder_with_a_space(tmp_path):

@@ -219,3 +219,38 @@ def test_study_checks_name_the_key(data_dir, tmp_path):
     (mirror / "c4" / "train.jsonl").unlink()
     with pytest.raises(wf.ConfigError, match=r"c4/train\.jsonl, piqa/validation\.jsonl"):
         wf.check_study(smoke_config(data_dir=str(mirror)))
+
+
+def test_memo_journal_follows_where_the_jobs_run(tmp_path):
+    """delete on a cluster executor or a network filesystem, whatever evaluator.memo_journal says;
+    wal only on one machine's own disk (issue 48)."""
+    results = tmp_path / "nfs share" / "results"
+    results.parent.mkdir()
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        f"/dev/sda1 / ext4 rw 0 0\nserver:/export {tmp_path / 'nfs share'} nfs4 rw 0 0\n".replace(
+            "nfs share", "nfs\\040share", 1
+        )
+    )
+    config = {"evaluator": {"memo_journal": "wal"}, "results_dir": str(tmp_path / "local")}
+    assert wf.memo_journal(config, jobs_elsewhere=False, mounts=str(mounts)) == "wal"
+    assert wf.memo_journal(config, jobs_elsewhere=True, mounts=str(mounts)) == "delete"
+    assert wf.memo_journal({**config, "evaluator": {"memo_journal": "delete"}}, False, str(mounts)) == "delete"
+    assert wf.filesystem_type(str(results), str(mounts)) == "nfs4"  # not created yet: its parent decides
+    assert wf.memo_journal({**config, "results_dir": str(results)}, False, str(mounts)) == "delete"
+    assert wf.filesystem_type(str(results), str(tmp_path / "no such table")) is None
+
+
+def test_job_resources_follow_the_work():
+    config = smoke_config()
+    assert config["device"] == "cpu" and config["evaluation"]["pass_per"] == "model"
+    assert {rule: wf.job_gpus(config, rule) for rule in ("prior", "search", "evaluate_pass")} == dict.fromkeys(
+        ("prior", "search", "evaluate_pass"), 0
+    )
+    gpu = {**config, "device": "cuda", "resources": {"gpu": 1, "mem_mb": 64000}, "threads": 8, "search_threads": None}
+    assert [wf.job_gpus(gpu, r) for r in ("prepare_model", "prior", "search", "evaluate_pass")] == [0, 1, 1, 1]
+    assert [wf.job_gpus(gpu, r) for r in ("evaluate_selections", "evaluate_dense")] == [0, 0]  # copy jobs
+    assert [wf.job_mem_mb(gpu, r) for r in ("evaluate_pass", "evaluate_selections")] == [64000, wf.COPY_JOB_MEM_MB]
+    assert [wf.job_threads(gpu, r) for r in ("search", "evaluate_pass", "evaluate_dense")] == [8, 8, 1]
+    cell = {**gpu, "evaluation": {**gpu["evaluation"], "pass_per": "cell"}}
+    assert [wf.job_gpus(cell, r) for r in ("evaluate_selections", "evaluate_dense")] == [1, 1]

@@ -172,9 +172,85 @@ def data_dir_args(config: Mapping) -> str:
     return cli_args({"data_dir": config["data_dir"]})
 
 
-def memo_journal_args(config: Mapping) -> str:
-    """The memo's SQLite journal: wal on one machine, delete on a network filesystem."""
-    return cli_args({"memo_journal": config["evaluator"].get("memo_journal", "wal")})
+# Filesystem types (as /proc/mounts names them) a memo may be shared over between machines, where
+# SQLite's WAL journal, which needs shared memory between its writers, is unsafe.
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "fuse.glusterfs",
+     "fuse.ceph", "fuse.sshfs", "9p", "afs", "panfs", "fuse.gcsfuse", "wekafs"}
+)  # fmt: skip
+
+
+def filesystem_type(path: str, mounts: str = "/proc/self/mounts") -> str | None:
+    """The type of the filesystem holding `path` (its deepest mount point in `mounts`), or None where
+    the mount table cannot be read (not Linux)."""
+    try:
+        lines = Path(mounts).read_text().splitlines()
+    except OSError:
+        return None
+    # The path need not exist yet (a fresh results folder): its nearest existing parent decides.
+    target = Path(os.path.abspath(path))
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    target = target.resolve()
+    best, best_type = None, None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = Path(fields[1].replace("\\040", " "))
+        if (target == mount_point or mount_point in target.parents) and (
+            best is None or len(mount_point.parts) >= len(best.parts)
+        ):
+            best, best_type = mount_point, fields[2]
+    return best_type
+
+
+def memo_journal(config: Mapping, jobs_elsewhere: bool, mounts: str = "/proc/self/mounts") -> str:
+    """The memo's SQLite journal: `delete` whenever the jobs run on other machines (a cluster
+    executor, or inside a job it submitted: `jobs_elsewhere`) or the results folder is on a network
+    filesystem, or when evaluator.memo_journal asks for it; `wal` (faster) only on one machine's own
+    disk. Decided from where the jobs run, not from a config line: a `--config` on the command line
+    replaces a profile's `config:` line, which silently put the cluster back on WAL (issue 48)."""
+    if config["evaluator"].get("memo_journal") == "delete" or jobs_elsewhere:
+        return "delete"
+    return "delete" if filesystem_type(config["results_dir"], mounts) in NETWORK_FILESYSTEMS else "wal"
+
+
+def memo_journal_args(config: Mapping, jobs_elsewhere: bool = False) -> str:
+    """`--memo-journal wal|delete` (memo_journal)."""
+    return cli_args({"memo_journal": memo_journal(config, jobs_elsewhere)})
+
+
+# Rules whose jobs load a model (workflow/rules/*.smk); under evaluation.pass_per: model,
+# evaluate_selections and evaluate_dense only copy from the evaluation cache.
+COPY_RULES_UNDER_ONE_PASS = ("evaluate_selections", "evaluate_dense")
+COPY_JOB_MEM_MB = 2000  # a copy job reads one set's cached metrics and per-document scores
+
+
+def computes_with_model(config: Mapping, rule: str) -> bool:
+    """Whether a job of `rule` runs the model (False: it copies out of the evaluation cache)."""
+    return not (rule in COPY_RULES_UNDER_ONE_PASS and one_pass_per_model(config))
+
+
+def job_threads(config: Mapping, rule: str) -> int:
+    """Threads (the CPUs a cluster job asks for) of a model rule's job: `search_threads` for prior
+    and search, `threads` for the others, 1 for a job that only copies from the cache."""
+    if not computes_with_model(config, rule):
+        return 1
+    return search_threads(config) if rule in ("prior", "search") else config["threads"]
+
+
+def job_gpus(config: Mapping, rule: str) -> int:
+    """GPUs of a model rule's job: resources.gpu, none where the device is the CPU, for
+    prepare_model (converts on the CPU) and for a job that only copies from the cache."""
+    if config["device"] == "cpu" or rule == "prepare_model" or not computes_with_model(config, rule):
+        return 0
+    return int(config["resources"]["gpu"])
+
+
+def job_mem_mb(config: Mapping, rule: str) -> int:
+    """Host memory of a model rule's job: resources.mem_mb, or a copy job's few GB."""
+    return int(config["resources"]["mem_mb"]) if computes_with_model(config, rule) else COPY_JOB_MEM_MB
 
 
 def calibration_args(config: Mapping, wildcards) -> str:

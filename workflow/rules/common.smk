@@ -78,11 +78,6 @@ def benchmark_path(*parts):
     return os.path.join(config["benchmarks_dir"], *parts)
 
 
-def search_threads():
-    """Threads of a prior or search job: `search_threads`, else `threads`."""
-    return wf.search_threads(config)
-
-
 def prepared_model(model):
     """JSON record written by `depthprune prepare-model`: the model is converted/downloaded once
     into the model cache, and every model job after it only loads."""
@@ -281,10 +276,46 @@ def data_dir_param(wildcards):
     return NotARerunTrigger(wf.data_dir_args(config))
 
 
+def jobs_run_elsewhere():
+    """Whether the jobs run on other machines than this Snakemake process's: a cluster executor
+    (slurm, ...), or this process is the Snakemake a cluster job started on its node. Read when a
+    job's params are formatted (the executor is not known yet while the Snakefile is parsed).
+    """
+    if workflow.remote_exec:
+        return True
+    plugin = workflow.executor_plugin
+    if plugin is not None and not plugin.common_settings.local_exec:
+        return True
+    # A dry run (-n) swaps in a pseudo-executor but validates against the intended one;
+    # Snakemake then sets use_threads for an intended non-local executor (snakemake/api.py,
+    # execute_workflow). --force-use-threads also sets it: the safe journal, never a wrong one.
+    return bool(
+        plugin is not None
+        and plugin.common_settings.dryrun_exec
+        and workflow.execution_settings.use_threads
+    )
+
+
 def memo_journal_param(wildcards):
-    """The memo's SQLite journal (wal on one machine; delete on a network filesystem written from
-    several nodes, selected by the SLURM profile): switching profiles reruns nothing."""
-    return NotARerunTrigger(wf.memo_journal_args(config))
+    """The memo's SQLite journal: delete where the jobs run on a cluster or the memo lies on a
+    network filesystem, else wal (wf.memo_journal). Switching executors reruns nothing.
+    """
+    return NotARerunTrigger(wf.memo_journal_args(config, jobs_run_elsewhere()))
+
+
+def job_resources(rule):
+    """`resources:` of a model rule's job, following the work: no GPU on the CPU device or for a
+    job that only copies from the evaluation cache (wf.job_gpus, wf.job_mem_mb)."""
+    return {
+        "gpu": wf.job_gpus(config, rule),
+        "mem_mb": wf.job_mem_mb(config, rule),
+    }
+
+
+def job_threads(rule):
+    """`threads:` of a model rule's job: the CPUs a cluster job asks for, and the threads it runs
+    with (OMP_NUM_THREADS), so cluster and local runs compute alike (wf.job_threads)."""
+    return wf.job_threads(config, rule)
 
 
 def recompute_param(name):

@@ -24,10 +24,9 @@ rule evaluate_pass:
         benchmark_path("evaluate", "{model}", "seed{seed}", "pass.tsv")
     conda:
         "../../envs/depthprune.yaml"
-    threads: config["threads"]
+    threads: job_threads("evaluate_pass")
     resources:
-        gpu=config["resources"]["gpu"],
-        mem_mb=config["resources"]["mem_mb"],
+        **job_resources("evaluate_pass"),
     params:
         model=cli_options("model_args"),
         evaluation=cli_options("evaluation_args"),
@@ -63,10 +62,9 @@ rule evaluate_selections:
         )
     conda:
         "../../envs/depthprune.yaml"
-    threads: config["threads"]
+    threads: job_threads("evaluate_selections")
     resources:
-        gpu=config["resources"]["gpu"],
-        mem_mb=config["resources"]["mem_mb"],
+        **job_resources("evaluate_selections"),
     params:
         model=cli_options("model_args"),
         evaluation=cli_options("evaluation_args"),
@@ -98,10 +96,9 @@ rule evaluate_dense:
         benchmark_path("evaluate", "{model}", "dense.tsv")
     conda:
         "../../envs/depthprune.yaml"
-    threads: config["threads"]
+    threads: job_threads("evaluate_dense")
     resources:
-        gpu=config["resources"]["gpu"],
-        mem_mb=config["resources"]["mem_mb"],
+        **job_resources("evaluate_dense"),
     params:
         model=cli_options("model_args"),
         evaluation=cli_options("evaluation_args"),

@@ -13,9 +13,9 @@ rule prepare_model:
         benchmark_path("prepare_model", "{model}.tsv")
     conda:
         "../../envs/depthprune.yaml"
-    threads: config["threads"]
+    threads: job_threads("prepare_model")
     resources:
-        mem_mb=config["resources"]["mem_mb"],
+        **job_resources("prepare_model"),
     params:
         model=cli_options("prepare_model_args"),
     shell:

@@ -16,10 +16,9 @@ rule prior:
         benchmark_path("prior", "{model}", "{calibration}", "seed{seed}.tsv")
     conda:
         "../../envs/depthprune.yaml"
-    threads: search_threads()
+    threads: job_threads("prior")
     resources:
-        gpu=config["resources"]["gpu"],
-        mem_mb=config["resources"]["mem_mb"],
+        **job_resources("prior"),
     params:
         model=cli_options("model_args"),
         calibration=cli_options("calibration_args"),

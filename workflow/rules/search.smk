@@ -17,10 +17,9 @@ rule search:
         search_benchmark("search")
     conda:
         "../../envs/depthprune.yaml"
-    threads: search_threads()
+    threads: job_threads("search")
     resources:
-        gpu=config["resources"]["gpu"],
-        mem_mb=config["resources"]["mem_mb"],
+        **job_resources("search"),
     params:
         # Only this algorithm's hyper-parameters: editing one reruns only its searches.
         hyperparameters=cli_options("search_param_args"),
