@@ -16,7 +16,7 @@ from depthprune.reporting.bootstrap import document_replicates
 from depthprune.reporting.distinct import distinct_sets, distinct_spearman_table, spearman_exact
 from depthprune.reporting.observations import UNINFORMATIVE, evaluate_observations
 from depthprune.reporting.paper_shifts import FAILS, HOLDS, UNSURE, most
-from test_reporting_statistics import CORPORA, TASKS, samples_for
+from test_reporting_statistics import TASKS, samples_for
 
 
 def test_majority_baseline_on_a_toy_label_set():

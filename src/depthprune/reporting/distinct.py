@@ -46,6 +46,8 @@ def distinct_sets(group: pd.DataFrame, x: str = "avg_perplexity", y: str = "avg_
     ``x`` and ``y`` over the algorithms that found it (equal for one set; the mean guards against
     last-digit differences) and ``algorithms``, their names joined by '+'."""
     valid = group.dropna(subset=[x, y])
+    if "removed" not in valid.columns:  # no sets recorded: every algorithm counts as its own set
+        valid = valid.assign(removed=valid["algorithm"])
     if valid.empty:
         return pd.DataFrame(columns=["removed", x, y, "algorithms"])
     out = (

@@ -63,6 +63,7 @@ from depthprune.reporting.analysis import (
 from depthprune.reporting.bootstrap import resolved
 from depthprune.reporting.distinct import distinct_sets, distinct_spearman_table, null_distribution
 from depthprune.reporting.noise_null import UNINFORMATIVE_LEVEL, exceeds_noise, pass_probability, unit_scores
+from depthprune.reporting.nulls import expected_random_jaccard, pooled_agreement_null, within_across_permutation
 from depthprune.reporting.paper_shifts import (
     accuracy_decision,
     cell_grids,
@@ -70,7 +71,6 @@ from depthprune.reporting.paper_shifts import (
     perplexity_decision,
     regrid,
 )
-from depthprune.reporting.nulls import expected_random_jaccard, pooled_agreement_null, within_across_permutation
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 # ratio of the calibration shift to the algorithm shift inside [1/2, 2] counts as "comparable": the
@@ -360,9 +360,7 @@ def observe_variance(
     p = paper["section_5_2"]
     rows, overall, remarks = [], {}, []
     failed_mask = failed_searches(summary)
-    failed_labels = {
-        (r.model, r.budget, r.algorithm) for r in summary[failed_mask].itertuples(index=False)
-    }
+    failed_labels = {(r.model, r.budget, r.algorithm) for r in summary[failed_mask].itertuples(index=False)}
     # --- perplexity: one to three orders from calibration, less than one from the algorithm in most conditions
     windows = window_note(reps)
     lo3, hi3 = p["perplexity_shift_calibration_orders"]
@@ -389,9 +387,11 @@ def observe_variance(
             noise_p = float("nan")
             if (c.model, c.budget) in units:
                 runs = units[(c.model, c.budget)]
-                chosen = runs[runs["algorithm"] == c.condition] if c.kind == "calibration shift" else runs[
-                    runs["calibration"] == c.condition
-                ]
+                chosen = (
+                    runs[runs["algorithm"] == c.condition]
+                    if c.kind == "calibration shift"
+                    else runs[runs["calibration"] == c.condition]
+                )
                 noise_p = _perplexity_noise_p(samples, chosen, c.kind)
             note = "; ".join(
                 n
@@ -480,12 +480,24 @@ def observe_variance(
             statistic = "perplexity shift ratio calibration / algorithm (largest shifts)"
             note = "; ".join(n for n in (note, windows) if n)
         rows.append(
-            _row("5.2", scope, f"{r.response}: largest shift from calibration ({unit})", r.shift_calibration,
-                 (r.shift_calibration_ci_low, r.shift_calibration_ci_high), paper_cal if pooled else "")
+            _row(
+                "5.2",
+                scope,
+                f"{r.response}: largest shift from calibration ({unit})",
+                r.shift_calibration,
+                (r.shift_calibration_ci_low, r.shift_calibration_ci_high),
+                paper_cal if pooled else "",
+            )
         )
         rows.append(
-            _row("5.2", scope, f"{r.response}: largest shift from algorithm ({unit})", r.shift_algorithm,
-                 (r.shift_algorithm_ci_low, r.shift_algorithm_ci_high), paper_alg if pooled else "")
+            _row(
+                "5.2",
+                scope,
+                f"{r.response}: largest shift from algorithm ({unit})",
+                r.shift_algorithm,
+                (r.shift_algorithm_ci_low, r.shift_algorithm_ci_high),
+                paper_alg if pooled else "",
+            )
         )
         if pooled and r.response == "avg_accuracy_points":
             verdict = _ratio_verdict(r.response, ci, se, r.ratio, band)
@@ -496,7 +508,8 @@ def observe_variance(
             verdict = _informative(verdict, null_pass)
             overall[r.response] = verdict
             note = "; ".join(
-                n for n in (note, "null pass: share of null studies (no effect at all) whose interval lies in the band")
+                n
+                for n in (note, "null pass: share of null studies (no effect at all) whose interval lies in the band")
                 if n
             )
             rows.append(

@@ -38,7 +38,7 @@ HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 
 
 def most(verdicts: list[str]) -> str:
-    """"Most conditions" (ours: more than half): holds when more than half hold, does not hold when
+    """ "Most conditions" (ours: more than half): holds when more than half hold, does not hold when
     the holding and the undecided ones together are at most half, else inconclusive."""
     n = len(verdicts)
     if not n:

@@ -163,7 +163,9 @@ def render(
     if table_names:
         written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
     baselines = task_baselines(samples)
-    contrast = calibration_contrast(base, reps, average_baseline(baselines)) if wanted & {"analyses", "observations"} else None
+    contrast = (
+        calibration_contrast(base, reps, average_baseline(baselines)) if wanted & {"analyses", "observations"} else None
+    )
     loss_accuracy = loss_accuracy_table(base, reps) if wanted & {"analyses", "observations"} else None
     if "analyses" in wanted:
         pairs = pairwise_jaccard(selections)

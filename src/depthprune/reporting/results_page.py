@@ -215,11 +215,17 @@ def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
     header = ["search space", "M", "docs/task", "TLM-pruned", "perplexity-pruned", "TLM − perplexity [95% CI]", "mdd"]
     lines = markdown_table([*header, "baseline", "TLM − baseline [95% CI]"], rows)
     if notes:
-        lines += ["", "Baseline: the mean over the six tasks of the larger of chance (1/k) and the majority answer "
-                  "(BoolQ only) on the evaluated documents; " + "; ".join(notes) + "."]
+        lines += [
+            "",
+            "Baseline: the mean over the six tasks of the larger of chance (1/k) and the majority answer "
+            "(BoolQ only) on the evaluated documents; " + "; ".join(notes) + ".",
+        ]
     if len(set(limits)) > 1:
-        lines += ["", "The search spaces were evaluated on different numbers of documents per task "
-                  f"({', '.join(limits)}): their rows are unpaired, and their differences carry no paired interval."]
+        lines += [
+            "",
+            "The search spaces were evaluated on different numbers of documents per task "
+            f"({', '.join(limits)}): their rows are unpaired, and their differences carry no paired interval.",
+        ]
     return "\n".join(lines)
 
 
@@ -230,7 +236,7 @@ def baseline_note(rows: list[dict[str, str]]) -> str:
     answers = {"0": "no", "1": "yes"}
     majority = [
         f'{r["benchmark"]}: always "{answers.get(r["majority_answer"], r["majority_answer"])}" '
-        f'{100 * float(r["majority"]):.1f} % of {r["n_documents"]}'
+        f"{100 * float(r['majority']):.1f} % of {r['n_documents']}"
         for r in rows
         if r["majority"] != ""
     ]
