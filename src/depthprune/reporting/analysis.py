@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from depthprune.io import parse_layers
-from depthprune.reporting.aggregate import DENSE_ALGORITHM, calibration_kind
+from depthprune.reporting.aggregate import DENSE_ALGORITHM, TIE_DECIMALS, calibration_kind
 from depthprune.reporting.style import PAPER_CALIBRATIONS, algorithm_sort_key, calibration_sort_key
 
 log = logging.getLogger(__name__)
@@ -687,7 +687,9 @@ def calibration_contrast(summary: pd.DataFrame, reps=None, baseline: float | Non
                     "tlm_minus_chance_ci_high": c_hi,
                     "tlm_vs_chance": _side(c_lo, c_hi, "above", "below", "at chance"),
                     "baseline": floor,
-                    "tlm_minus_baseline": a_tlm - floor,
+                    # to the summary's 9 decimals: the baseline can equal an accuracy (both k/696),
+                    # and their difference must then be 0 on every CPU, not a 1e-10 residue
+                    "tlm_minus_baseline": round(a_tlm - floor, TIE_DECIMALS),
                     "tlm_minus_baseline_ci_low": b_lo,
                     "tlm_minus_baseline_ci_high": b_hi,
                     "tlm_vs_baseline": _side(b_lo, b_hi, "above", "below", "at baseline"),

@@ -42,7 +42,8 @@ def majority_accuracy(labels: Iterable[int]) -> tuple[int, float]:
     values = np.asarray(list(labels), dtype=float)
     if values.size == 0:
         return -1, float("nan")
-    answers, counts = np.unique(values.astype(int), return_counts=True)
+    # labels are stored as floats: round, so a last-digit difference cannot change an answer
+    answers, counts = np.unique(np.rint(values).astype(int), return_counts=True)
     best = int(np.argmax(counts))  # first of the largest counts: the smallest label on a tie
     return int(answers[best]), float(counts[best] / values.size)
 
