@@ -205,13 +205,15 @@ def _summary(removed_ppl: list[str]) -> pd.DataFrame:
 
 
 def test_distinct_set_rule():
+    """Identical sets count once: seven algorithms with four distinct sets give ρ over four points,
+    and its exact permutation p over the 4! orders."""
     distinct = _summary([f"{i} {i + 1}" for i in range(7)])
     few = _summary(["0 1", "0 1", "0 1", "2 3", "4 5", "6 7", "6 7"])  # 4 distinct sets
-    for summary, expected in ((distinct, HOLDS), (few, UNSURE)):
+    for summary, n_sets, p_value in ((distinct, 7, 2 / 5040), (few, 4, 2 / 24)):
         obs = evaluate_observations(summary, summary)
-        sign = obs.rows[obs.rows["statistic"].str.contains("sign claim")].iloc[0]
-        assert sign["verdict"] == expected
-    assert "4 distinct sets" in sign["note"]
+        cell = obs.rows[obs.rows["statistic"].str.startswith("ρ over distinct sets")].iloc[0]
+        assert cell["value"] == -1.0 and cell["p_value"] == pytest.approx(p_value)
+        assert f"{n_sets} distinct sets among 7 algorithms" in cell["note"]
 
 
 def test_failed_searches_are_flagged():
@@ -241,7 +243,8 @@ def test_committed_verdicts_do_not_depend_on_the_bootstrap_seed():
     verdicts = {}
     for bootstrap_seed in (0, 2, 4):
         reps = document_replicates(samples, 10_000, bootstrap_seed)
-        verdicts[bootstrap_seed] = evaluate_observations(selections, summary, reps).rows["verdict"].tolist()
+        obs = evaluate_observations(selections, summary, reps, samples=samples)
+        verdicts[bootstrap_seed] = obs.rows["verdict"].tolist()
     assert verdicts[0] == verdicts[2] == verdicts[4]
     committed = pd.read_csv(REPO / "figures/tables/observations.csv")
     assert committed["verdict"].tolist() == verdicts[0]

@@ -48,11 +48,11 @@ def test_page_follows_the_csvs(tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines()
     header = lines[0].split(",")
     assert header[:4] == ["claim", "scope", "statistic", "paper_value"]
-    lines.append('5.9,"test scope",a new statistic,0.5,0.123456,0.1,0.2,holds')
+    lines.append('5.9,"test scope",a new statistic,0.5,0.123456,0.1,0.2,0.25,holds')
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     after = results_page(tmp_path, ("figures",))
     assert after != before
-    assert "| 5.9 | test scope | a new statistic | 0.5 | 0.1235 [0.1, 0.2] | holds |" in after
+    assert "| 5.9 | test scope | a new statistic | 0.5 | 0.1235 [0.1, 0.2] | 25 % | holds |" in after
 
 
 def test_number_format():
@@ -72,7 +72,7 @@ def test_readme_headline_table_is_the_generated_one():
     assert readme_with_headline(readme, headline_table(REPO)) == readme, (
         "README.md's headline table is stale: regenerate it with `depthprune results-page`"
     )
-    assert "| claim | scope | statistic | paper | ours [95% CI] | verdict |" in readme
+    assert "| claim | scope | statistic | paper | ours [95% CI] | null pass | verdict |" in readme
 
 
 def test_readme_tlm_table_is_the_generated_one():
@@ -100,7 +100,7 @@ def test_tlm_table_reads_the_mean_over_the_algorithms(tmp_path):
     )
     table = tlm_table(tmp_path, (("kept", "figures"), ("absent", "figures/none")))
     assert table.splitlines()[2] == (
-        "| kept | 7 | 117 | 40.0 % | 45.0 % | -5.0 [-8.0, -2.0] | 4.2 | +2.5 [+0.1, +5.0] (above) |"
+        "| kept | 7 | 117 | 40.0 % | 45.0 % | -5.0 [-8.0, -2.0] | 4.2 | 37.5 % | +2.5 [+0.1, +5.0] (above) |"
     )
     assert len(table.splitlines()) == 3  # one row: the mean, and nothing for the absent folder
 
@@ -235,3 +235,48 @@ def test_method_doc_calibration_size_v2_table_is_the_committed_one():
             assert abs(float(text.replace("−", "-")) - value) <= 0.5 * 10**-decimals + 1e-9, (label, text, value)
         checked += 1
     assert checked == 7
+
+
+def test_readme_tlm_sentences_are_the_committed_ones():
+    """Issue 46: the README's sentences on TLM pruning read the CSVs they come from: the gaps and
+    their direction (calibration_contrast.csv of both search spaces), "at the baseline"
+    (tlm_vs_baseline), "none over-fits" (table4.csv's overfits), "uninformative" (paper_comparison.csv)
+    and the unpaired note (different documents per task)."""
+    import pandas as pd
+
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+
+    def means(folder):
+        table = pd.read_csv(REPO / folder / "tables" / "calibration_contrast.csv")
+        return table[table["algorithm"] == "mean of the algorithms"].set_index("budget")
+
+    kept, none = means("figures"), means("figures/protect_none")
+    gaps = [f"{-100 * kept.loc[m, 'diff_tlm_minus_ppl']:.1f}" for m in (7, 9)]
+    assert f"TLM-pruned models average {gaps[0]} and {gaps[1]} points below perplexity-pruned ones" in readme
+    assert (kept["diff_ci_high"] < 0).all()  # "both intervals exclude zero", below
+    assert "at the baseline at both M" in readme and set(kept["tlm_vs_baseline"]) == {"at baseline"}
+    assert (none["diff_ci_high"] < 0).all()
+    assert (
+        f"the gap is {-100 * none.loc[7, 'diff_tlm_minus_ppl']:.1f} and {-100 * none.loc[9, 'diff_tlm_minus_ppl']:.1f}"
+        in readme
+    )
+    table4 = pd.read_csv(REPO / "figures" / "tables" / "table4.csv")
+    assert "none over-fits in Table 4's sense" in readme
+    assert not table4.loc[table4["calibration"] == "tlm_cs170k", "overfits"].any()
+    comparison = pd.read_csv(REPO / "figures" / "tables" / "paper_comparison.csv")
+    accuracy = comparison[comparison["statistic"].str.startswith("accuracy shift ratio")]
+    assert '§5.2\'s "comparable" accuracy test is uninformative here' in readme
+    assert set(accuracy["verdict"]) == {"uninformative"}
+    limits = {f: read_limit(f) for f in ("figures", "figures/protect_none")}
+    assert limits["figures"] != limits["figures/protect_none"]
+    assert (
+        f"{limits['figures/protect_none']} documents per task: unpaired with the default's {limits['figures']}"
+        in readme
+    )
+
+
+def read_limit(folder: str) -> str:
+    import csv
+
+    with open(REPO / folder / "tables" / "evaluation_size.csv", encoding="utf-8") as handle:
+        return next(csv.DictReader(handle))["limit"]

@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats
 
 from depthprune.io import parse_layers
-from depthprune.reporting.aggregate import DENSE_ALGORITHM, calibration_kind
+from depthprune.reporting.aggregate import DENSE_ALGORITHM, TIE_DECIMALS, calibration_kind
 from depthprune.reporting.style import PAPER_CALIBRATIONS, algorithm_sort_key, calibration_sort_key
 
 log = logging.getLogger(__name__)
@@ -604,7 +604,7 @@ def _side(lo: float, hi: float, above: str, below: str, level: str) -> str:
     return above if lo > 0 else below if hi < 0 else level
 
 
-def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
+def calibration_contrast(summary: pd.DataFrame, reps=None, baseline: float | None = None) -> pd.DataFrame:
     """TLM-pruned against perplexity-pruned models and against chance, per (model, M, algorithm).
 
     For every algorithm run under both of the paper's calibrations: the average accuracy of its
@@ -613,7 +613,9 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     interval (the same resampled documents for both models). One more row per (model, M) averages
     the algorithms. ``tlm_vs_ppl`` and ``tlm_vs_chance`` say which side of zero the interval lies on;
     ``diff_se`` is the difference's paired bootstrap SE and ``mdd`` the difference it detects with 80 %
-    power (``bootstrap.mdd``).
+    power (``bootstrap.mdd``). ``baseline`` (``baselines.average_baseline``: the larger of chance
+    and the majority answer, per task) gives ``tlm_minus_baseline`` and ``tlm_vs_baseline`` the same
+    way; without it the baseline is chance.
     """
     from depthprune.reporting.bootstrap import interval, mdd, standard_error
 
@@ -634,12 +636,18 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         "tlm_minus_chance_ci_low",
         "tlm_minus_chance_ci_high",
         "tlm_vs_chance",
+        "baseline",
+        "tlm_minus_baseline",
+        "tlm_minus_baseline_ci_low",
+        "tlm_minus_baseline_ci_high",
+        "tlm_vs_baseline",
     ]
     kinds = summary["calibration"].map(calibration_kind)
     paper = summary["calibration"].isin(PAPER_CALIBRATIONS) & (summary["algorithm"] != DENSE_ALGORITHM)
     ppl, tlm = summary[paper & (kinds == "ppl")], summary[paper & (kinds == "tlm")]
     pairs = ppl.merge(tlm, on=["model", "budget", "algorithm"], suffixes=("_ppl", "_tlm"))
     chance = chance_accuracy()
+    floor = chance if baseline is None else max(chance, float(baseline))
     rows = []
     for (model, budget), cell in pairs.groupby(["model", "budget"], sort=True):
         cell = cell.sort_values("algorithm", key=lambda s: s.map(algorithm_sort_key), kind="stable")
@@ -659,6 +667,7 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
         for name, (a_ppl, a_tlm, r_ppl, r_tlm) in zip(names, observed):
             d_lo, d_hi = interval(r_tlm - r_ppl)
             c_lo, c_hi = interval(r_tlm - chance)
+            b_lo, b_hi = interval(r_tlm - floor)
             rows.append(
                 {
                     "model": model,
@@ -677,6 +686,13 @@ def calibration_contrast(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
                     "tlm_minus_chance_ci_low": c_lo,
                     "tlm_minus_chance_ci_high": c_hi,
                     "tlm_vs_chance": _side(c_lo, c_hi, "above", "below", "at chance"),
+                    "baseline": floor,
+                    # to the summary's 9 decimals: the baseline can equal an accuracy (both k/696),
+                    # and their difference must then be 0 on every CPU, not a 1e-10 residue
+                    "tlm_minus_baseline": round(a_tlm - floor, TIE_DECIMALS),
+                    "tlm_minus_baseline_ci_low": b_lo,
+                    "tlm_minus_baseline_ci_high": b_hi,
+                    "tlm_vs_baseline": _side(b_lo, b_hi, "above", "below", "at baseline"),
                 }
             )
     return pd.DataFrame(rows, columns=columns)

@@ -16,25 +16,20 @@ Only the paper's two calibrations (ppl_c4, tlm_cs170k) enter §5.2 and §5.3 ver
    p ≤ ALPHA, does not hold when ≤ 0, else inconclusive. With several seeds, a t-interval of the
    difference across seeds. The within-calibration means stand beside the paper's 0.63 / 0.36 /
    0.51 and beside the random-set null.
-2. §5.2 The paper's range statistic: the largest shift of average accuracy (points) when only the
-   calibration changes against the largest shift when only the algorithm changes (paper: 5.76 vs
-   7.51 points, which it calls comparable), and the same for average perplexity in orders of
-   magnitude. ratio = calibration shift / algorithm shift. "Comparable" means the ratio lies in
-   [1/band, band] (two-sided); calibration dominates above ``band``. Accuracy: the claim
-   (comparable) holds when the whole interval lies in the band, does not hold when it lies wholly
-   outside. Perplexity: the claim (calibration dominates) holds when the whole interval is > band.
-   Pooled over cells by the max, as the paper. Beside it, the per-degree-of-freedom reading of the
-   two-way decomposition, √(MS_calibration / MS_algorithm), under the same band, and the range
-   statistic again without failed searches (sensitivity rows, not in the claim's verdict).
-3. §5.3 ρ = Spearman(avg perplexity, avg accuracy) on raw values, as the paper's Figure 3. A
-   NEGATIVE ρ means lower perplexity goes with higher accuracy: the rankings AGREE (alignment). A
-   positive ρ is misalignment. The paper: TLM pruning positive in 6/6 settings (median +0.55),
-   perplexity pruning negative in 5/6 (median −0.27, i.e. weak alignment). TLM cells: holds when
-   the interval is > 0. Perplexity cells: the sign claim (negative) holds when the interval is < 0;
-   the paper's reading that perplexity is a *limited* proxy needs the alignment to be weak, tested
-   as ρ > −strong_rho (holds when the interval is above −strong_rho, does not hold when below).
-   A cell whose algorithms removed fewer than MIN_DISTINCT_SETS distinct sets is inconclusive: ρ
-   over four distinct models is not a ranking of seven.
+2. §5.2 with the paper's own statistics (``reporting/paper_shifts.py``). Perplexity: the calibration
+   shift per (model, M, algorithm) and the algorithm spread per (model, M, calibration), in orders
+   of magnitude, each half holding in "most" (more than half, ours) conditions; failed searches
+   flagged, and a sensitivity without them. Accuracy: the largest shift from each factor pooled by
+   the max over cells, "comparable" when the ratio's interval lies in [1/band, band] (ours). Each
+   claim carries its null pass probability (``reporting/noise_null.py``): above
+   UNINFORMATIVE_LEVEL a passing verdict is ``uninformative``. The per-cell ranges, the two-way
+   decomposition and the per-df reading are descriptive rows beside them.
+3. §5.3 on distinct removed sets (``reporting/distinct.py``). ρ = Spearman(avg perplexity, avg
+   accuracy) on raw values, as the paper's Figure 3: a NEGATIVE ρ means lower perplexity goes with
+   higher accuracy (alignment). Per cell ρ, the number of distinct sets and the exact permutation p
+   are descriptive; the claims are judged across cells as the paper states them: TLM pruning
+   positive in every cell; perplexity pruning negative in most cells, with a weak median
+   (−strong_rho < median < 0, ours); each with its null pass probability under no association.
 """
 
 from __future__ import annotations
@@ -54,14 +49,23 @@ from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import load_aggregate
 from depthprune.reporting.analysis import (
     depth_of,
+    failed_searches,
     pairwise_jaccard,
     range_statistic,
-    spearman_table,
     variance_decomposition,
     without_failed_searches,
 )
 from depthprune.reporting.bootstrap import resolved
+from depthprune.reporting.distinct import distinct_sets, distinct_spearman_table, null_distribution
+from depthprune.reporting.noise_null import UNINFORMATIVE_LEVEL, exceeds_noise, pass_probability, unit_scores
 from depthprune.reporting.nulls import expected_random_jaccard, pooled_agreement_null, within_across_permutation
+from depthprune.reporting.paper_shifts import (
+    accuracy_decision,
+    cell_grids,
+    perplexity_conditions,
+    perplexity_decision,
+    regrid,
+)
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 # ratio of the calibration shift to the algorithm shift inside [1/2, 2] counts as "comparable": the
@@ -70,14 +74,15 @@ from depthprune.reporting.style import PAPER_CALIBRATIONS
 # (docs/method.md §7). Configurable: render --comparable-band / config analysis.comparable_band.
 DEFAULT_COMPARABLE_BAND = 2.0
 ALPHA = 0.05  # permutation tests (§5.1)
-MIN_DISTINCT_SETS = 5  # §5.3: fewer distinct pruned sets in a cell -> inconclusive
 # A perplexity benchmark with fewer windows than this gets its intervals labelled "window-level
 # only": a bootstrap over 4 windows has 35 distinct resamples and says nothing about the corpus.
 MIN_WINDOWS = 20
 # |ρ| above this is strong; the paper's perplexity-pruning median −0.27 is weak (alignment, but loose).
 DEFAULT_STRONG_RHO = 0.5
+NOISE_P_DRAWS = 1000  # null draws per perplexity-effect p-value (resolution 1/1001)
 
 HOLDS, FAILS, UNSURE, DESCRIPTIVE = "holds", "does not hold", "inconclusive", "descriptive"
+UNINFORMATIVE = "uninformative"  # pure noise passes the test more often than UNINFORMATIVE_LEVEL
 NOT_TESTABLE = "not testable"
 COLUMNS = [
     "claim",
@@ -90,6 +95,7 @@ COLUMNS = [
     "ci_high_mc_se",
     "null_value",
     "p_value",
+    "null_pass_probability",
     "paper_value",
     "verdict",
     "note",
@@ -161,13 +167,15 @@ def within_band(lo: float, hi: float, value: float, band: float, se: tuple[float
 
 def combine(verdicts: list[str]) -> str:
     """One claim-level verdict from its cells: unanimous, else inconclusive; none -> not testable."""
-    tested = [v for v in verdicts if v in (HOLDS, FAILS, UNSURE)]
+    tested = [v for v in verdicts if v in (HOLDS, FAILS, UNSURE, UNINFORMATIVE)]
     if not tested:
         return NOT_TESTABLE
-    if tested and all(v == HOLDS for v in tested):
+    if all(v == HOLDS for v in tested):
         return HOLDS
-    if tested and all(v == FAILS for v in tested):
+    if all(v == FAILS for v in tested):
         return FAILS
+    if all(v in (HOLDS, UNINFORMATIVE) for v in tested):
+        return UNINFORMATIVE
     return UNSURE
 
 
@@ -194,6 +202,7 @@ def _row(
     null=float("nan"),
     p=float("nan"),
     note="",
+    null_pass=float("nan"),
 ) -> dict:
     return {
         "claim": claim,
@@ -206,6 +215,7 @@ def _row(
         "ci_high_mc_se": float(se[1]),
         "null_value": float(null),
         "p_value": float(p),
+        "null_pass_probability": float(null_pass),
         "paper_value": paper,
         "verdict": verdict,
         "note": note,
@@ -335,32 +345,134 @@ def _ratio_verdict(response: str, ci, se, value, band) -> str:
     return above(*ci, value, band, se=se)
 
 
-def observe_variance(summary: pd.DataFrame, reps, paper: dict, band: float) -> tuple[list[dict], str, list[str]]:
-    ranges = range_statistic(summary, reps)
+def observe_variance(
+    summary: pd.DataFrame, reps, paper: dict, band: float, samples: pd.DataFrame | None = None
+) -> tuple[list[dict], str, list[str]]:
+    """§5.2 rows: the paper's perplexity statistic per condition (``paper_shifts``), its accuracy
+    range statistic pooled over cells with the noise-null pass probability (``noise_null``), and
+    descriptive readings beside them (per-cell ranges, the two-way decomposition, the range
+    statistic without failed searches)."""
     p = paper["section_5_2"]
-    paper_acc_ratio = p["accuracy_shift_calibration_points"] / p["accuracy_shift_algorithm_points"]
+    rows, overall, remarks = [], {}, []
+    failed_mask = failed_searches(summary)
+    failed_labels = {(r.model, r.budget, r.algorithm) for r in summary[failed_mask].itertuples(index=False)}
+    # --- perplexity: one to three orders from calibration, less than one from the algorithm in most conditions
     windows = window_note(reps)
-    rows, overall, range_verdicts = [], {}, {}
+    lo3, hi3 = p["perplexity_shift_calibration_orders"]
+    below = p["perplexity_shift_algorithm_orders_below"]
+    reduced, failed = without_failed_searches(summary)
+    for label, frame in (("", summary), (", without failed searches", reduced)):
+        if label and not failed:
+            break
+        grids = cell_grids(frame, "log10_avg_perplexity", reps)
+        if not grids:
+            continue
+        conditions = perplexity_conditions(grids)
+        units = {}
+        if samples is not None and not label:
+            for g in grids:
+                units[(g["model"], g["budget"])] = g["runs"]
+        for c in conditions.itertuples(index=False):
+            flagged = (c.model, c.budget, c.condition) in failed_labels
+            if c.kind == "calibration shift":
+                statistic = f"calibration shift of avg perplexity, algorithm {c.condition} (orders; claim: ≥ 1)"
+            else:
+                statistic = f"algorithm spread of avg perplexity, {c.condition} (orders; claim: < {below:g})"
+            paper_text = ""
+            noise_p = float("nan")
+            if (c.model, c.budget) in units:
+                runs = units[(c.model, c.budget)]
+                chosen = (
+                    runs[runs["algorithm"] == c.condition]
+                    if c.kind == "calibration shift"
+                    else runs[runs["calibration"] == c.condition]
+                )
+                noise_p = _perplexity_noise_p(samples, chosen, c.kind)
+            note = "; ".join(
+                n
+                for n in (
+                    "failed search" if flagged else "",
+                    "p: each window's / document's scores shuffled among the runs (noise null)"
+                    if np.isfinite(noise_p)
+                    else "",
+                    windows,
+                )
+                if n
+            )
+            rows.append(
+                _row(
+                    "5.2",
+                    f"{c.model} M={c.budget}{label}",
+                    statistic,
+                    c.value,
+                    c.ci[:2],
+                    paper_text,
+                    c.verdict,
+                    se=c.ci[2:],
+                    p=noise_p,
+                    note=note,
+                )
+            )
+        cal_half, alg_half, claim = perplexity_decision(grids)
+        for kind, half, paper_text, threshold in (
+            ("calibration shift", cal_half, f"{lo3}–{hi3} orders", "≥ 1 order"),
+            ("algorithm spread", alg_half, f"< {below:g} order in most conditions", f"< {below:g} order"),
+        ):
+            verdicts = list(conditions.loc[conditions["kind"] == kind, "verdict"])
+            rows.append(
+                _row(
+                    "5.2",
+                    f"all{label}",
+                    f"perplexity: conditions whose {kind} is {threshold} (claim: most, i.e. > half (ours))",
+                    verdicts.count(HOLDS),
+                    paper=paper_text if not label else "",
+                    verdict=half,
+                    note=f"of {len(verdicts)} conditions; {verdicts.count(UNSURE)} inconclusive"
+                    + ("; sensitivity, not in the claim's verdict" if label else ""),
+                )
+            )
+        if not label:
+            null_pass = float("nan")
+            if samples is not None:
+                null_pass = _null_pass(samples, grids, "perplexity", lambda g: perplexity_decision(g)[2] == HOLDS)
+            rows.append(
+                _row(
+                    "5.2",
+                    "all",
+                    "perplexity: calibration dominates (both halves hold)",
+                    float(claim == HOLDS),
+                    paper="1–3 orders vs < 1 order",
+                    verdict=_informative(claim, null_pass),
+                    null_pass=null_pass,
+                    note="value 1 when both halves hold; null pass: share of null studies (no effect of "
+                    "calibration or algorithm) that pass",
+                )
+            )
+            overall["log10_avg_perplexity"] = _informative(claim, null_pass)
+    if failed:
+        remarks.append(
+            "Failed searches (final calibration loss worse than one-shot's on the same objective): "
+            + ", ".join(failed)
+            + ". Rows marked `without failed searches` recompute the statistics without them (sensitivity)."
+        )
+    # --- accuracy: the paper's range statistic, pooled by the max over cells
+    ranges = range_statistic(summary, reps)
+    paper_acc_ratio = p["accuracy_shift_calibration_points"] / p["accuracy_shift_algorithm_points"]
     for r in ranges.itertuples(index=False):
         scope = "all (max over cells)" if r.model == "all" else f"{r.model} M={r.budget}"
         pooled = r.model == "all"
         ci, se = (r.ratio_ci_low, r.ratio_ci_high), (r.ratio_ci_low_mc_se, r.ratio_ci_high_mc_se)
-        verdict = _ratio_verdict(r.response, ci, se, r.ratio, band)
         note = f"mdd of calibration − algorithm shift {r.mdd:.3g}" if np.isfinite(r.mdd) else ""
         if r.response == "avg_accuracy_points":
             unit = "points"
-            paper_cal, paper_alg = (
-                f"{p['accuracy_shift_calibration_points']:.2f}",
-                f"{p['accuracy_shift_algorithm_points']:.2f}",
-            )
+            paper_cal = f"{p['accuracy_shift_calibration_points']:.2f}"
+            paper_alg = f"{p['accuracy_shift_algorithm_points']:.2f}"
             paper_ratio = f"{paper_acc_ratio:.2f} (comparable)"
-            statistic = f"accuracy shift ratio calibration / algorithm (claim: in [1/{band:g}, {band:g}])"
+            statistic = f"accuracy shift ratio calibration / algorithm (claim: in [1/{band:g}, {band:g}] (ours))"
         else:
             unit = "orders of magnitude"
-            lo, hi = p["perplexity_shift_calibration_orders"]
-            paper_cal, paper_alg = f"{lo}–{hi}", f"< {p['perplexity_shift_algorithm_orders_below']}"
-            paper_ratio = "> 1 (calibration dominates)"
-            statistic = f"perplexity shift ratio calibration / algorithm (claim: > {band:g})"
+            paper_cal = paper_alg = paper_ratio = ""
+            statistic = "perplexity shift ratio calibration / algorithm (largest shifts)"
             note = "; ".join(n for n in (note, windows) if n)
         rows.append(
             _row(
@@ -382,13 +494,24 @@ def observe_variance(summary: pd.DataFrame, reps, paper: dict, band: float) -> t
                 paper_alg if pooled else "",
             )
         )
-        rows.append(
-            _row("5.2", scope, statistic, r.ratio, ci, paper_ratio if pooled else "", verdict, se=se, note=note)
-        )
-        range_verdicts[(scope, r.response)] = verdict
-        if pooled:
+        if pooled and r.response == "avg_accuracy_points":
+            verdict = _ratio_verdict(r.response, ci, se, r.ratio, band)
+            null_pass = float("nan")
+            if samples is not None:
+                grids = cell_grids(summary, "avg_accuracy_points", reps)
+                null_pass = _null_pass(samples, grids, "accuracy", lambda g: accuracy_decision(g, band))
+            verdict = _informative(verdict, null_pass)
             overall[r.response] = verdict
-    remarks = []
+            note = "; ".join(
+                n
+                for n in (note, "null pass: share of null studies (no effect at all) whose interval lies in the band")
+                if n
+            )
+            rows.append(
+                _row("5.2", scope, statistic, r.ratio, ci, paper_ratio, verdict, se=se, null_pass=null_pass, note=note)
+            )
+        else:
+            rows.append(_row("5.2", scope, statistic, r.ratio, ci, se=se, note=note))
     decomposition = variance_decomposition(summary, reps)
     for r in decomposition.dropna(subset=["ss_total"]).itertuples(index=False):
         scope = f"{r.model} M={r.budget}"
@@ -408,150 +531,201 @@ def observe_variance(summary: pd.DataFrame, reps, paper: dict, band: float) -> t
             )
         for part in ("calibration", "algorithm", "interaction"):
             rows.append(_row("5.2", scope, f"{r.response}: mean square of {part} (SS/df)", getattr(r, f"ms_{part}")))
-        ci, se = (
-            (r.ms_ratio_sqrt_ci_low, r.ms_ratio_sqrt_ci_high),
-            (
-                r.ms_ratio_sqrt_ci_low_mc_se,
-                r.ms_ratio_sqrt_ci_high_mc_se,
-            ),
-        )
-        verdict = _ratio_verdict(r.response, ci, se, r.ms_ratio_sqrt, band)
-        claim = f"in [1/{band:g}, {band:g}]" if r.response == "avg_accuracy_points" else f"> {band:g}"
         rows.append(
             _row(
                 "5.2",
                 scope,
-                f"{r.response}: per-df reading √(MS calibration / MS algorithm) (claim: {claim})",
+                f"{r.response}: per-df reading √(MS calibration / MS algorithm)",
                 r.ms_ratio_sqrt,
-                ci,
-                verdict=verdict,
-                se=se,
-                note="reading beside the range statistic; not in the claim's verdict",
+                (r.ms_ratio_sqrt_ci_low, r.ms_ratio_sqrt_ci_high),
+                se=(r.ms_ratio_sqrt_ci_low_mc_se, r.ms_ratio_sqrt_ci_high_mc_se),
+                note="reading beside the range statistic",
             )
         )
-        range_verdict = range_verdicts.get((scope, r.response))
-        if range_verdict is not None and range_verdict != verdict:
-            remarks.append(
-                f"{scope}, {r.response}: the readings disagree: range statistic {range_verdict}, per-df "
-                f"decomposition {verdict} (√(MS_cal/MS_alg) = {r.ms_ratio_sqrt:.2f}; MS_calibration is "
-                f"the calibration contrast with all {r.n_algorithms} algorithms behind it, while the range "
-                "takes the single largest shift)."
-            )
-    # Sensitivity: the range statistic without the searches that failed on their own objective.
-    reduced, failed = without_failed_searches(summary)
     if failed:
-        remarks.append(
-            "Failed searches (final calibration loss worse than one-shot's on the same objective): "
-            + ", ".join(failed)
-            + ". The sensitivity rows recompute the range statistic without them."
-        )
         for r in range_statistic(reduced, reps).itertuples(index=False):
             scope = (
                 "all (max over cells)" if r.model == "all" else f"{r.model} M={r.budget}"
             ) + ", without failed searches"
-            ci, se = (r.ratio_ci_low, r.ratio_ci_high), (r.ratio_ci_low_mc_se, r.ratio_ci_high_mc_se)
             rows.append(
                 _row(
                     "5.2",
                     scope,
                     f"{r.response}: shift ratio calibration / algorithm (sensitivity)",
                     r.ratio,
-                    ci,
-                    verdict=_ratio_verdict(r.response, ci, se, r.ratio, band),
-                    se=se,
-                    note="sensitivity; not in the claim's verdict"
-                    + (f"; {int(r.n_algorithms)} algorithms" if r.model != "all" else ""),
+                    (r.ratio_ci_low, r.ratio_ci_high),
+                    se=(r.ratio_ci_low_mc_se, r.ratio_ci_high_mc_se),
+                    note="sensitivity" + (f"; {int(r.n_algorithms)} algorithms" if r.model != "all" else ""),
                 )
             )
     verdict = combine(list(overall.values())) if len(overall) == 2 else NOT_TESTABLE
     return rows, verdict, remarks
 
 
+def _informative(verdict: str, null_pass: float) -> str:
+    """``uninformative`` when pure noise passes the test more often than UNINFORMATIVE_LEVEL (a test
+    that did not pass keeps its verdict: the data rejected even a lenient test)."""
+    if np.isfinite(null_pass) and null_pass > UNINFORMATIVE_LEVEL and verdict in (HOLDS, UNSURE):
+        return UNINFORMATIVE
+    return verdict
+
+
+def _null_pass(samples: pd.DataFrame, grids: list[dict], kind: str, decide) -> float:
+    """Pass probability of ``decide`` (on per-cell grids) over null studies built from ``samples``."""
+    from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
+
+    benchmarks = ZERO_SHOT_BENCHMARKS if kind == "accuracy" else PERPLEXITY_BENCHMARKS
+    cells = [unit_scores(samples, g["runs"], benchmarks) for g in grids]
+    if not grids or any(c is None for c in cells):
+        return float("nan")
+    transform = (lambda v: 100 * v) if kind == "accuracy" else np.log10
+
+    def rule(observed, replicates):
+        return decide(regrid(grids, observed, replicates, transform))
+
+    return pass_probability(cells, rule, kind)
+
+
+def _perplexity_noise_p(samples: pd.DataFrame, runs: pd.DataFrame, kind: str) -> float:
+    """Permutation p of a calibration shift (two runs) or an algorithm spread (several runs) of
+    log10 average perplexity against each window's / document's scores shuffled among the runs."""
+    from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS
+
+    units = unit_scores(samples, runs, PERPLEXITY_BENCHMARKS)
+    if units is None or len(runs) < 2:
+        return float("nan")
+    return exceeds_noise(units, lambda v: float(np.ptp(np.log10(v))), "perplexity", n_null=NOISE_P_DRAWS)
+
+
 def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> tuple[list[dict], str]:
-    spearman = spearman_table(summary, reps)
-    spearman = spearman[spearman["calibration"].isin(PAPER_CALIBRATIONS)]
+    """§5.3 on distinct removed sets (``reporting/distinct.py``): per cell ρ, its number of distinct
+    sets, exact permutation p and bootstrap interval (descriptive); the claims judged as the paper
+    states them, across cells: TLM pruning positive in every cell, perplexity pruning negative in
+    most cells with a weak median (−strong_rho < median < 0). Beside each claim verdict, the chance
+    that it passes when perplexity and accuracy are unrelated in every cell (each cell's exact
+    permutation distribution)."""
+    from depthprune.reporting.bootstrap import interval_mc, spearman_rows
+
+    table = distinct_spearman_table(summary)
+    table = table[table["calibration"].isin(PAPER_CALIBRATIONS)]
     p = paper["section_5_3"]
     rows, verdicts = [], []
-    for r in spearman.itertuples(index=False):
-        scope = f"{r.model} M={r.budget} {r.calibration}"
-        ci, se = (r.rho_ci_low, r.rho_ci_high), (r.rho_ci_low_mc_se, r.rho_ci_high_mc_se)
-        few = r.n_distinct_sets < MIN_DISTINCT_SETS
-        note = f"{r.n_distinct_sets} distinct sets among {r.n} algorithms" + (
-            f" (< {MIN_DISTINCT_SETS}: inconclusive)" if few else ""
+    nulls: dict[str, list[np.ndarray]] = {"tlm": [], "ppl": []}
+    observed: dict[str, list[float]] = {"tlm": [], "ppl": []}
+    pruned = summary[summary["algorithm"] != "dense"]
+    for r in table.itertuples(index=False):
+        group = pruned[
+            (pruned["model"] == r.model) & (pruned["budget"] == r.budget) & (pruned["calibration"] == r.calibration)
+        ]
+        sets = distinct_sets(group)
+        ci = se = NAN2
+        if reps is not None and len(sets) >= 3:
+            first = [a.split("+")[0] for a in sets["algorithms"]]
+            keyed = group.set_index("algorithm").loc[first].reset_index()
+            ends = interval_mc(
+                spearman_rows(reps.aligned(keyed, "avg_perplexity"), reps.aligned(keyed, "avg_accuracy"))
+            )
+            ci, se = ends[:2], ends[2:]
+        kind = r.calibration_kind
+        if np.isfinite(r.rho):
+            nulls[kind].append(null_distribution(sets["avg_perplexity"], sets["avg_accuracy"]))
+            observed[kind].append(r.rho)
+        rows.append(
+            _row(
+                "5.3",
+                f"{r.model} M={r.budget} {r.calibration}",
+                "ρ over distinct sets (per cell, descriptive)",
+                r.rho,
+                ci,
+                se=se,
+                p=r.p_value,
+                note=f"{r.n_distinct_sets} distinct sets among {r.n_algorithms} algorithms; p: {r.p_method}, "
+                f"two-sided; sets: {r.sets}",
+            )
         )
-
-        def rule(verdict: str, few: bool = few) -> str:
-            return UNSURE if few else verdict
-
-        if r.calibration_kind == "tlm":
-            verdict = rule(above(*ci, r.rho, 0.0, se=se))
-            rows.append(
-                _row(
-                    "5.3",
-                    scope,
-                    "ρ (TLM pruning; claim: > 0, misalignment)",
-                    r.rho,
-                    ci,
-                    f"{p['tlm']['positive_cells']}/{p['tlm']['cells']} positive",
-                    verdict,
-                    se=se,
-                    note=note,
-                )
-            )
-            verdicts.append(verdict)
-        else:
-            sign = rule(below(*ci, r.rho, 0.0, strict=True, se=se))
-            weak = rule(above(*ci, r.rho, -strong_rho, se=se))
-            rows.append(
-                _row(
-                    "5.3",
-                    scope,
-                    "ρ (perplexity pruning; sign claim: < 0, alignment)",
-                    r.rho,
-                    ci,
-                    f"{p['ppl']['negative_cells']}/{p['ppl']['cells']} negative",
-                    sign,
-                    se=se,
-                    note=note,
-                )
-            )
-            rows.append(
-                _row(
-                    "5.3",
-                    scope,
-                    f"ρ (perplexity pruning; weak-alignment claim: > −{strong_rho:g})",
-                    r.rho,
-                    ci,
-                    "median −0.27 (weak)",
-                    weak,
-                    se=se,
-                    note=note,
-                )
-            )
-            verdicts += [sign, weak]
     for kind, label in (("tlm", "TLM"), ("ppl", "perplexity")):
-        rho = spearman.loc[spearman["calibration_kind"] == kind, "rho"].dropna()
-        if len(rho):
-            lo, hi = p[kind]["range"]
-            rows.append(
-                _row(
-                    "5.3",
-                    f"all, {label} pruning",
-                    "median ρ over cells",
-                    rho.median(),
-                    paper=f"{p[kind]['median']:+.2f} (range {lo:+.2f} to {hi:+.2f})",
-                )
+        rho = np.asarray(observed[kind], dtype=float)
+        if not len(rho):
+            continue
+        lo, hi = p[kind]["range"]
+        n = len(rho)
+        rows.append(
+            _row(
+                "5.3",
+                f"all, {label} pruning",
+                "median ρ over cells (distinct sets)",
+                float(np.median(rho)),
+                paper=f"{p[kind]['median']:+.2f} (range {lo:+.2f} to {hi:+.2f})",
             )
+        )
+        if kind == "tlm":
+            count = int((rho > 0).sum())
+            verdict = HOLDS if count == n else FAILS
+            null_pass = float(np.prod([(null > 0).mean() for null in nulls[kind]]))
+            statistic = "cells with ρ > 0 (claim: all cells, misalignment)"
+            paper_text = f"{p['tlm']['positive_cells']}/{p['tlm']['cells']} positive"
+        else:
+            count = int((rho < 0).sum())
+            verdict = HOLDS if count > n / 2 else FAILS
+            null_pass = _majority_negative_probability([(null < 0).mean() for null in nulls[kind]])
+            statistic = "cells with ρ < 0 (claim: most cells, i.e. > half (ours), alignment)"
+            paper_text = f"{p['ppl']['negative_cells']}/{p['ppl']['cells']} negative"
+        verdict = _informative(verdict, null_pass)
+        verdicts.append(verdict)
+        rows.append(
+            _row(
+                "5.3",
+                f"all, {label} pruning",
+                statistic,
+                count,
+                paper=paper_text,
+                verdict=verdict,
+                null_pass=null_pass,
+                note=f"of {n} cells; null pass: probability under no association in any cell (exact per cell)",
+            )
+        )
+        if kind == "ppl":
+            median = float(np.median(rho))
+            weak = HOLDS if -strong_rho < median < 0 else FAILS
+            null_pass = _median_in_probability(nulls[kind], -strong_rho, 0.0)
+            weak = _informative(weak, null_pass)
+            verdicts.append(weak)
             rows.append(
                 _row(
                     "5.3",
-                    f"all, {label} pruning",
-                    "cells with ρ > 0" if kind == "tlm" else "cells with ρ < 0",
-                    int((rho > 0).sum() if kind == "tlm" else (rho < 0).sum()),
-                    paper=str(p[kind]["positive_cells" if kind == "tlm" else "negative_cells"]),
+                    "all, perplexity pruning",
+                    f"median ρ (claim: weak alignment, −{strong_rho:g} < median < 0 (ours))",
+                    median,
+                    paper=f"median {p['ppl']['median']:+.2f} (weak)",
+                    verdict=weak,
+                    null_pass=null_pass,
+                    note=f"null pass: Monte Carlo, {MEDIAN_NULL_DRAWS} draws from the cells' exact null distributions",
                 )
             )
     return rows, combine(verdicts)
+
+
+MEDIAN_NULL_DRAWS = 20_000
+
+
+def _majority_negative_probability(probabilities: list[float]) -> float:
+    """P(more than half of independent cells are negative), cell i negative with probability p_i
+    (Poisson-binomial, exact)."""
+    pmf = np.array([1.0])
+    for q in probabilities:
+        pmf = np.convolve(pmf, [1 - q, q])
+    n = len(probabilities)
+    return float(pmf[np.arange(n + 1) > n / 2].sum())
+
+
+def _median_in_probability(nulls: list[np.ndarray], low: float, high: float) -> float:
+    """P(low < median of one draw per cell < high), cells independent, each from its null values."""
+    if not nulls:
+        return float("nan")
+    rng = np.random.default_rng([20_260_503, len(nulls), *(len(n) for n in nulls)])
+    draws = np.stack([null[rng.integers(0, len(null), MEDIAN_NULL_DRAWS)] for null in nulls], axis=1)
+    median = np.median(draws, axis=1)
+    return float(((median > low) & (median < high)).mean())
 
 
 def evaluate_observations(
@@ -561,6 +735,7 @@ def evaluate_observations(
     comparable_band: float = DEFAULT_COMPARABLE_BAND,
     strong_rho: float = DEFAULT_STRONG_RHO,
     seed_selections: Sequence[pd.DataFrame] = (),
+    samples: pd.DataFrame | None = None,
 ) -> Observations:
     """The observation rows and verdicts; ``seed_selections`` (one frame per seed, when the study has
     several) gives §5.1 its interval across seeds."""
@@ -570,7 +745,9 @@ def evaluate_observations(
         raise ValueError(f"strong_rho must be in (0, 1), got {strong_rho}")
     paper = paper_values()
     rows, verdicts = [], {}
-    variance_rows, variance_verdict, variance_remarks = observe_variance(summary, reps, paper, comparable_band)
+    variance_rows, variance_verdict, variance_remarks = observe_variance(
+        summary, reps, paper, comparable_band, samples if reps is not None else None
+    )
     for claim, (claim_rows, verdict) in (
         ("5.1", observe_sets(selections, paper, seed_selections)),
         ("5.2", (variance_rows, variance_verdict)),
@@ -600,9 +777,8 @@ def observations_frame(obs: Observations) -> pd.DataFrame:
 def paper_comparison(obs: Observations) -> pd.DataFrame:
     """Every statistic the paper reports a value for, ours beside it, with interval and verdict."""
     rows = obs.rows[obs.rows["paper_value"] != ""]
-    return rows[["claim", "scope", "statistic", "paper_value", "value", "ci_low", "ci_high", "verdict"]].reset_index(
-        drop=True
-    )
+    columns = ["claim", "scope", "statistic", "paper_value", "value", "ci_low", "ci_high"]
+    return rows[[*columns, "null_pass_probability", "verdict"]].reset_index(drop=True)
 
 
 def _fmt(value) -> str:
@@ -632,6 +808,8 @@ def _markdown(frame: pd.DataFrame, columns: list[str]) -> str:
                 values.append(_fmt(r.null_value))
             elif col == "p":
                 values.append(_fmt_p(r.p_value))
+            elif col == "null pass":
+                values.append(_fmt_p(r.null_pass_probability))
             else:
                 values.append(str(getattr(r, col)).replace("|", "\\|"))
         lines.append("| " + " | ".join(values) + " |")
@@ -647,7 +825,10 @@ def observations_markdown(obs: Observations) -> str:
         f"documents ({s['bootstrap']}); verdicts use only the paper's two calibrations (ppl_c4, tlm_cs170k). "
         "`inconclusive`: the interval straddles the claim's threshold, or one of its ends lies within "
         "2 Monte-Carlo standard errors of it (CSV: ci_low_mc_se, ci_high_mc_se). null: the value for random "
-        "sets of the same size and depth; p: permutation p-value against it.",
+        "sets of the same size and depth; p: permutation p-value against it. null pass: how often the claim's "
+        "test passes in simulated studies where no factor has any effect (each document's scores shuffled "
+        f"among the runs, or ρ's exact permutation null); above {UNINFORMATIVE_LEVEL:.0%} the verdict is "
+        "`uninformative`. Thresholds marked (ours) are not in the paper (docs/method.md §7).",
         "",
         f'- §5.2 "comparable" band: calibration shift / algorithm shift within [1/{s["comparable_band"]:g}, '
         f"{s['comparable_band']:g}] (the paper's 5.76 / 7.51 = 0.77 is inside).",
@@ -663,7 +844,8 @@ def observations_markdown(obs: Observations) -> str:
         lines += [f"- {remark}" for remark in obs.remarks.get(claim, [])]
         lines.append("")
         if not rows.empty:
-            columns = ["scope", "statistic", "value", "95% interval", "null", "p", "paper_value", "verdict", "note"]
+            columns = ["scope", "statistic", "value", "95% interval", "null", "p", "null pass", "paper_value"]
+            columns += ["verdict", "note"]
             lines += [_markdown(rows, columns), ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -702,7 +884,8 @@ def paper_comparison_markdown(obs: Observations) -> str:
     ]
     if frame.empty:
         return "\n".join(lines + ["_No statistic to compare._", ""])
-    lines.append(_markdown(frame, ["claim", "scope", "statistic", "paper_value", "value", "95% interval", "verdict"]))
+    columns = ["claim", "scope", "statistic", "paper_value", "value", "95% interval", "null pass", "verdict"]
+    lines.append(_markdown(frame, columns))
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -31,9 +31,11 @@ from depthprune.reporting.analysis import (
     variance_decomposition,
     with_intervals,
 )
+from depthprune.reporting.baselines import average_baseline, task_baselines
 from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
 from depthprune.reporting.controls import control_comparison, prior_artifact_answer
 from depthprune.reporting.decomposition import decomposition_table, has_cross_control, set_decomposition_table
+from depthprune.reporting.distinct import distinct_spearman_table
 from depthprune.reporting.figure1 import figure1
 from depthprune.reporting.figure2 import figure2
 from depthprune.reporting.figure3 import figure3
@@ -174,7 +176,10 @@ def render(
     table_names = wanted & set(TABLE_NAMES)
     if table_names:
         written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
-    contrast = calibration_contrast(base, reps) if wanted & {"analyses", "observations"} else None
+    baselines = task_baselines(samples)
+    contrast = (
+        calibration_contrast(base, reps, average_baseline(baselines)) if wanted & {"analyses", "observations"} else None
+    )
     loss_accuracy = loss_accuracy_table(base, reps) if wanted & {"analyses", "observations"} else None
     if "analyses" in wanted:
         pairs = pairwise_jaccard(selections)
@@ -182,6 +187,8 @@ def render(
             "jaccard_pairs": pairs,
             "jaccard_summary": jaccard_summary(pairs),
             "spearman": spearman,
+            "spearman_distinct": distinct_spearman_table(base),
+            "baselines": baselines,
             "variance_decomposition": variance_decomposition(base, reps),
             "range_statistic": range_statistic(base, reps),
             "controls": control_comparison(all_selections),
@@ -209,7 +216,9 @@ def render(
             written.append(path)
     if "observations" in wanted:
         seed_selections = [paper_only(for_seed(agg.selections, seed)) for seed in seeds] if len(seeds) > 1 else []
-        observations = evaluate_observations(selections, base, reps, comparable_band, strong_rho, seed_selections)
+        observations = evaluate_observations(
+            selections, base, reps, comparable_band, strong_rho, seed_selections, samples=samples
+        )
         text = observations_markdown(observations)
         text += (
             "\n## Random-initialisation controls (the paper's limitation 2)\n\n"
@@ -227,6 +236,7 @@ def render(
                     seed_replicates(seed),
                     comparable_band,
                     strong_rho,
+                    samples=seed_samples,
                 ).verdicts
             verdicts = verdicts_by_seed(by_seed)
             atomic_write_report_csv(tables_dir / "seeds_verdicts.csv", verdicts)

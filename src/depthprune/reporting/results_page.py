@@ -45,7 +45,7 @@ DECOMPOSITION_STUDY = "figures/cross_control"
 # default with the first and last block kept ([22]'s barrier, docs/method.md §4) and its sensitivity
 # run without the barrier (config/protect_none.yaml).
 TLM_STUDIES = (("first and last block kept", "figures"), ("every block removable", "figures/protect_none"))
-VERDICTS = ("holds", "does not hold", "inconclusive")
+VERDICTS = ("holds", "does not hold", "inconclusive", "uninformative")
 TABLES = ("table1", "table2", "table3", "table4", "table5", "table6")
 FIGURES = ("figure1", "figure2", "figure3", "calibration_size")
 
@@ -63,6 +63,12 @@ def number(text: str) -> str:
     if math.isfinite(value) and value == int(value) and abs(value) < 1e6:
         return str(int(value))
     return f"{value:.4g}"
+
+
+def null_pass(row: dict[str, str]) -> str:
+    """The null pass probability as a percentage ('' where the CSV has none)."""
+    text = row.get("null_pass_probability", "")
+    return "" if text == "" else f"{100 * float(text):.0f} %"
 
 
 def with_interval(row: dict[str, str]) -> str:
@@ -104,10 +110,11 @@ def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
             "",
         ]
         rows = [
-            [r["claim"], r["scope"], r["statistic"], r["paper_value"], with_interval(r), r["verdict"]]
+            [r["claim"], r["scope"], r["statistic"], r["paper_value"], with_interval(r), null_pass(r), r["verdict"]]
             for r in read_rows(comparison)
         ]
-        lines += markdown_table(["§", "scope", "statistic", "paper", "ours [95% CI]", "verdict"], rows) + [""]
+        header = ["§", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "verdict"]
+        lines += markdown_table(header, rows) + [""]
     observations = tables / "observations.csv"
     if observations.is_file():
         rows = [
@@ -163,11 +170,12 @@ def headline_table(repo: str | Path, folder: str = "figures") -> str:
     """The README's table of headline findings: the judged claims of the default study's
     paper_comparison.csv, ours with its interval beside the paper's value."""
     rows = [
-        [f"§{r['claim']}", r["scope"], r["statistic"], r["paper_value"], with_interval(r), r["verdict"]]
+        [f"§{r['claim']}", r["scope"], r["statistic"], r["paper_value"], with_interval(r), null_pass(r), r["verdict"]]
         for r in read_rows(Path(repo) / folder / "tables" / "paper_comparison.csv")
         if r["verdict"] in VERDICTS
     ]
-    return "\n".join(markdown_table(["claim", "scope", "statistic", "paper", "ours [95% CI]", "verdict"], rows))
+    header = ["claim", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "verdict"]
+    return "\n".join(markdown_table(header, rows))
 
 
 def points(text: str) -> str:
@@ -176,18 +184,22 @@ def points(text: str) -> str:
 
 
 def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
-    """The README's table of TLM pruning against perplexity pruning and against chance: the mean
-    over the algorithms (calibration_contrast.csv) of each search space's study, in points of
-    average zero-shot accuracy with 95 % paired-bootstrap intervals and the mdd at 80 % power."""
-    rows = []
+    """The README's table of TLM pruning against perplexity pruning and against the baseline: the
+    mean over the algorithms (calibration_contrast.csv) of each search space's study, in points of
+    average zero-shot accuracy with 95 % paired-bootstrap intervals and the mdd at 80 % power. The
+    baseline is the larger of chance and the majority answer per task (baselines.csv); a line under
+    the table states it per study, and that studies with different documents per task are unpaired."""
+    rows, notes, limits = [], [], []
     for space, folder in studies:
         tables = Path(repo) / folder / "tables"
         if not (tables / "calibration_contrast.csv").is_file():
             continue
         limit = next(iter(read_rows(tables / "evaluation_size.csv")), {}).get("limit", "")
+        limits.append(limit)
         for r in read_rows(tables / "calibration_contrast.csv"):
             if r["algorithm"] != "mean of the algorithms":
                 continue
+            key = "baseline" if r.get("tlm_minus_baseline", "") != "" else "chance"
             rows.append(
                 [
                     space,
@@ -197,12 +209,44 @@ def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
                     f"{100 * float(r['acc_perplexity_pruned']):.1f} %",
                     f"{points(r['diff_tlm_minus_ppl'])} [{points(r['diff_ci_low'])}, {points(r['diff_ci_high'])}]",
                     f"{100 * float(r['mdd']):.1f}",
-                    f"{points(r['tlm_minus_chance'])} [{points(r['tlm_minus_chance_ci_low'])}, "
-                    f"{points(r['tlm_minus_chance_ci_high'])}] ({r['tlm_vs_chance']})",
+                    f"{100 * float(r[key]):.1f} %",
+                    f"{points(r[f'tlm_minus_{key}'])} [{points(r[f'tlm_minus_{key}_ci_low'])}, "
+                    f"{points(r[f'tlm_minus_{key}_ci_high'])}] ({r[f'tlm_vs_{key}']})",
                 ]
             )
+        if (tables / "baselines.csv").is_file():
+            notes.append(f"{space}: {baseline_note(read_rows(tables / 'baselines.csv'))}")
     header = ["search space", "M", "docs/task", "TLM-pruned", "perplexity-pruned", "TLM − perplexity [95% CI]", "mdd"]
-    return "\n".join(markdown_table([*header, "TLM − chance [95% CI]"], rows))
+    lines = markdown_table([*header, "baseline", "TLM − baseline [95% CI]"], rows)
+    if notes:
+        lines += [
+            "",
+            "Baseline: the mean over the six tasks of the larger of chance (1/k) and the majority answer "
+            "(BoolQ only) on the evaluated documents; " + "; ".join(notes) + ".",
+        ]
+    if len(set(limits)) > 1:
+        lines += [
+            "",
+            "The search spaces were evaluated on different numbers of documents per task "
+            f"({', '.join(limits)}): their rows are unpaired, and their differences carry no paired interval.",
+        ]
+    return "\n".join(lines)
+
+
+def baseline_note(rows: list[dict[str, str]]) -> str:
+    """'chance 37.5 %, baseline 40.5 % (BoolQ: always "yes" 68.1 % of 116)' from a baselines.csv."""
+    chance = sum(float(r["chance"]) for r in rows) / len(rows)
+    baseline = sum(float(r["baseline"]) for r in rows) / len(rows)
+    answers = {"0": "no", "1": "yes"}
+    majority = [
+        f'{r["benchmark"]}: always "{answers.get(r["majority_answer"], r["majority_answer"])}" '
+        f"{100 * float(r['majority']):.1f} % of {r['n_documents']}"
+        for r in rows
+        if r["majority"] != ""
+    ]
+    return f"chance {100 * chance:.1f} %, baseline {100 * baseline:.1f} %" + (
+        f" ({'; '.join(majority)})" if majority else ""
+    )
 
 
 def decomposition_paragraph(repo: str | Path, folder: str = DECOMPOSITION_STUDY) -> str:

@@ -1,0 +1,165 @@
+"""Noise nulls: how a test behaves in a study where neither calibration nor algorithm has any effect.
+
+A claim of comparability or of no effect ("calibration and algorithm shift accuracy comparably")
+says something only if pure noise would seldom pass its test. The null study is simulated from the
+study's own per-document results: inside one (model, M) cell, each document's scores (its 0/1
+correctness on a task, or its NLL and token count on a perplexity window, moved together) are
+shuffled among the cell's runs, independently per document (``permuted_units``). That keeps every
+document's difficulty, every run's noise level and the pairing of runs on documents, and removes
+every difference between the runs: the labels (calibration, algorithm) become exchangeable.
+
+``pass_probability`` runs the claim's whole decision rule on such null studies, its percentile
+interval included (a fresh paired bootstrap of INNER_RESAMPLES per null study), and returns the
+share of them that pass. A test whose pass probability exceeds UNINFORMATIVE_LEVEL is reported as
+``uninformative``: noise alone earns that verdict too often for it to mean anything
+(docs/method.md §7, "Tests that can fail"). ``exceeds_noise`` is the one-sided permutation p-value
+of an effect against the same null (for claims that an effect exists).
+
+Every function takes the aggregate's tidy frames: ``samples`` (model, calibration, budget,
+algorithm, removed, benchmark, unit, metric, value, headline, seed) restricted to one seed, and a
+frame of runs (KEY columns, one row per run). Generators are seeded from NULL_SEED and the design,
+so the render is reproducible and independent of the bootstrap seed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
+from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
+
+# 20 %: a verdict that a study with no effect at all reaches one time in five carries too little
+# evidence to be reported as holding (docs/method.md §7 gives the reasoning).
+UNINFORMATIVE_LEVEL = 0.20
+NULL_STUDIES = 400  # simulated null studies per pass probability: MC SE ≤ 2.5 points at 20 %
+INNER_RESAMPLES = 400  # bootstrap resamples per null study (the interval of the decision rule)
+NULL_SEED = 20_260_502
+
+
+@dataclass
+class UnitScores:
+    """Per-document scores of a set of runs: benchmark -> (values, tokens) arrays (runs, units);
+    tokens only for the perplexity corpora scored by windows (NLL sums over token counts)."""
+
+    runs: pd.DataFrame
+    values: dict[str, np.ndarray]
+    tokens: dict[str, np.ndarray | None]
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+
+def unit_scores(samples: pd.DataFrame, runs: pd.DataFrame, benchmarks: Sequence[str]) -> UnitScores | None:
+    """The headline per-document values of ``runs`` (KEY columns) on ``benchmarks``; None when a run
+    lacks one of them (a null needs every run on the same documents)."""
+    head = samples[samples["headline"].astype(bool) & samples["benchmark"].isin(benchmarks)]
+    keys = [tuple(r) for r in runs[KEY].itertuples(index=False)]
+    index = {k: i for i, k in enumerate(keys)}
+    run_of = pd.Series([index.get(tuple(r), -1) for r in head[KEY].itertuples(index=False)], index=head.index)
+    head = head.assign(_run=run_of)
+    head = head[head["_run"] >= 0]
+    values, tokens = {}, {}
+    for benchmark in benchmarks:
+        group = head[head["benchmark"] == benchmark]
+        windowed = (group["metric"] == "nll_sum").any()
+        main = group[group["metric"] == "nll_sum"] if windowed else group
+        pivot = main.pivot(index="_run", columns="unit", values="value").reindex(range(len(keys)))
+        if pivot.isna().any().any() or pivot.shape[1] == 0:
+            return None
+        values[benchmark] = pivot.to_numpy(dtype=float)
+        if windowed:
+            tok = group[group["metric"] == "n_tokens"].pivot(index="_run", columns="unit", values="value")
+            tokens[benchmark] = tok.reindex(range(len(keys))).to_numpy(dtype=float)
+        else:
+            tokens[benchmark] = None
+    return UnitScores(runs=runs.reset_index(drop=True), values=values, tokens=tokens)
+
+
+def permuted_units(units: UnitScores, rng: np.random.Generator) -> UnitScores:
+    """The same documents with each document's scores shuffled among the runs (one permutation per
+    document, shared by a window's NLL and token count)."""
+    values, tokens = {}, {}
+    for benchmark, v in units.values.items():
+        order = rng.random(v.shape).argsort(axis=0)  # (runs, units): a permutation per column
+        values[benchmark] = np.take_along_axis(v, order, axis=0)
+        t = units.tokens[benchmark]
+        tokens[benchmark] = np.take_along_axis(t, order, axis=0) if t is not None else None
+    return UnitScores(runs=units.runs, values=values, tokens=tokens)
+
+
+def _weights(n_units: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    draws = rng.integers(0, n_units, size=(n_resamples, n_units))
+    flat = (draws + n_units * np.arange(n_resamples)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_resamples * n_units).reshape(n_resamples, n_units).astype(float)
+
+
+def averages(units: UnitScores, kind: str, weights: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """(B, runs) average accuracy (``kind`` "accuracy": mean of the tasks' mean scores) or average
+    perplexity ("perplexity": mean over corpora of exp(ΣNLL/Σtokens), LAMBADA exp(−mean loglik)),
+    under bootstrap ``weights`` (benchmark -> (B, units)); without weights the observed values (B=1)."""
+    names = [b for b in (ZERO_SHOT_BENCHMARKS if kind == "accuracy" else PERPLEXITY_BENCHMARKS) if b in units.values]
+    parts = []
+    for benchmark in names:
+        v = units.values[benchmark]
+        w = weights[benchmark] if weights is not None else np.ones((1, v.shape[1]))
+        t = units.tokens[benchmark]
+        if kind == "accuracy":
+            parts.append((w @ v.T) / v.shape[1])
+        elif t is not None:
+            parts.append(np.exp((w @ v.T) / (w @ t.T)))
+        else:
+            parts.append(np.exp(-(w @ v.T) / v.shape[1]))
+    return np.round(np.mean(parts, axis=0), TIE_DECIMALS)
+
+
+def inner_weights(units: UnitScores, n_resamples: int, seed: Sequence[int]) -> dict[str, np.ndarray]:
+    """Paired bootstrap weights per benchmark (the same documents for every run), seeded."""
+    return {
+        b: _weights(v.shape[1], n_resamples, np.random.default_rng([*seed, zlib.crc32(b.encode())]))
+        for b, v in units.values.items()
+    }
+
+
+def pass_probability(
+    cells: Sequence[UnitScores],
+    decide: Callable[[list[np.ndarray], list[np.ndarray]], bool],
+    kind: str,
+    n_null: int = NULL_STUDIES,
+    n_inner: int = INNER_RESAMPLES,
+    seed: int = NULL_SEED,
+) -> float:
+    """Share of null studies whose decision passes.
+
+    ``cells``: one UnitScores per (model, M) cell; each null study permutes every cell's documents
+    independently. ``decide(observed, replicates)`` gets, per cell, the (1, runs) observed averages
+    and the (n_inner, runs) bootstrap replicates of the null study and returns whether the claim's
+    rule passes. NaN without cells."""
+    if not cells:
+        return float("nan")
+    rng = np.random.default_rng([seed, n_null, n_inner, *(c.n_runs for c in cells)])
+    weights = [inner_weights(c, n_inner, (seed, i)) for i, c in enumerate(cells)]
+    passed = 0
+    for _ in range(n_null):
+        shuffled = [permuted_units(c, rng) for c in cells]
+        observed = [averages(c, kind) for c in shuffled]
+        replicates = [averages(c, kind, w) for c, w in zip(shuffled, weights)]
+        passed += bool(decide(observed, replicates))
+    return passed / n_null
+
+
+def exceeds_noise(units: UnitScores, statistic: Callable[[np.ndarray], float], kind: str, n_null: int = 2000) -> float:
+    """One-sided permutation p-value (1 + hits) / (1 + n_null) of ``statistic`` (a function of the
+    (runs,) observed averages) against its values when every document's scores are shuffled among
+    the runs: small when the effect exceeds what noise between these runs produces."""
+    rng = np.random.default_rng([NULL_SEED, n_null, units.n_runs])
+    observed = statistic(averages(units, kind)[0])
+    if not np.isfinite(observed):
+        return float("nan")
+    null = np.array([statistic(averages(permuted_units(units, rng), kind)[0]) for _ in range(n_null)])
+    return float((1 + int((null >= observed - 1e-12).sum())) / (1 + n_null))

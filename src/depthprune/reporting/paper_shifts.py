@@ -1,0 +1,184 @@
+"""§5.2 as the paper words it: per-condition perplexity shifts, and the decision rules of both halves.
+
+The paper (§5.2): "Under a fixed (model, M) setting, altering the calibration configuration shifts
+the average perplexity by one to three orders of magnitude … Conversely, altering the search
+algorithm changes the average perplexity by less than one order of magnitude across most evaluated
+conditions." So, on log10 of the average perplexity (Table 1's Avg):
+
+- calibration shift, per (model, M, algorithm): |log10 ppl(tlm) − log10 ppl(ppl_c4)|; a condition
+  holds when its 95 % interval lies at or above 1 order (the paper's lower end);
+- algorithm spread, per (model, M, calibration): max − min over the algorithms; a condition holds
+  when its interval lies below 1 order;
+- each half holds when it holds in most conditions (``most``: more than half; the paper says "most"
+  for the algorithm half and gives no share for the calibration half, so the same rule serves both,
+  marked "(ours)"), and the claim holds when both halves do.
+
+Accuracy: "Altering the configuration shifts average zero-shot accuracy by at most 5.76 points …
+varying the search algorithm shifts it by up to 7.51 points … search-induced and
+configuration-induced variances are comparable": the largest shifts pooled by the max over cells
+(``bootstrap.range_shifts``), comparable when the ratio's interval lies in [1/band, band].
+
+``perplexity_decision`` and ``accuracy_decision`` take per-cell grids (B, algorithms,
+calibrations), so the same rules judge the study (on its bootstrap) and the simulated null studies
+of ``noise_null.pass_probability``. ``cell_grids`` builds them from the summary frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.analysis import CELL, paper_grid
+from depthprune.reporting.bootstrap import interval, interval_mc, range_shifts
+from depthprune.reporting.style import PAPER_CALIBRATIONS
+
+ORDER = 1.0  # the paper's "one order of magnitude", both halves
+HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+
+
+def most(verdicts: list[str]) -> str:
+    """ "Most conditions" (ours: more than half): holds when more than half hold, does not hold when
+    the holding and the undecided ones together are at most half, else inconclusive."""
+    n = len(verdicts)
+    if not n:
+        return UNSURE
+    n_holds, n_unsure = verdicts.count(HOLDS), verdicts.count(UNSURE)
+    if n_holds > n / 2:
+        return HOLDS
+    if n_holds + n_unsure <= n / 2:
+        return FAILS
+    return UNSURE
+
+
+def _side(lo: float, hi: float, value: float, threshold: float, above: bool) -> str:
+    """holds when the interval (without one, the value) lies at or above (``above``) / below the
+    threshold, does not hold when wholly on the other side."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        lo = hi = value
+    if not np.isfinite(lo):
+        return UNSURE
+    if above:
+        return HOLDS if lo >= threshold else FAILS if hi < threshold else UNSURE
+    return HOLDS if hi < threshold else FAILS if lo >= threshold else UNSURE
+
+
+def cell_grids(summary: pd.DataFrame, response: str, reps=None) -> list[dict]:
+    """Per (model, M) cell with both paper calibrations: model, budget, algorithms, runs (KEY rows
+    in grid order: algorithm-major, calibration-minor), observed (1, A, C) and replicates (B, A, C)."""
+    out = []
+    pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
+    for (model, budget), group in pruned.groupby(CELL, sort=True):
+        observed, replicates, algorithms = paper_grid(group, response, reps)
+        if observed.shape[2] != len(PAPER_CALIBRATIONS) or observed.shape[1] < 2:
+            continue
+        runs = pd.DataFrame(
+            [
+                {"model": model, "calibration": c, "budget": budget, "algorithm": a}
+                for a in algorithms
+                for c in PAPER_CALIBRATIONS
+            ]
+        )
+        out.append(
+            {
+                "model": model,
+                "budget": budget,
+                "algorithms": algorithms,
+                "runs": runs,
+                "observed": observed,
+                "replicates": replicates,
+            }
+        )
+    return out
+
+
+def perplexity_conditions(grids: list[dict]) -> pd.DataFrame:
+    """One row per condition: kind ("calibration shift" per algorithm, "algorithm spread" per
+    calibration), model, budget, condition, value (orders of magnitude), interval with its
+    Monte-Carlo errors, and verdict."""
+    rows = []
+    for g in grids:
+        obs, rep = g["observed"], g["replicates"]
+        shift_obs = np.abs(obs[..., 0] - obs[..., 1])[0]
+        shift_rep = np.abs(rep[..., 0] - rep[..., 1]) if rep is not None else None
+        for j, algorithm in enumerate(g["algorithms"]):
+            ends = interval_mc(shift_rep[:, j]) if shift_rep is not None else (float("nan"),) * 4
+            rows.append(
+                {
+                    "kind": "calibration shift",
+                    "model": g["model"],
+                    "budget": g["budget"],
+                    "condition": algorithm,
+                    "value": float(shift_obs[j]),
+                    "ci": ends,
+                    "verdict": _side(ends[0], ends[1], shift_obs[j], ORDER, above=True),
+                }
+            )
+        spread_obs = np.ptp(obs, axis=1)[0]
+        spread_rep = np.ptp(rep, axis=1) if rep is not None else None
+        for k, calibration in enumerate(PAPER_CALIBRATIONS):
+            ends = interval_mc(spread_rep[:, k]) if spread_rep is not None else (float("nan"),) * 4
+            rows.append(
+                {
+                    "kind": "algorithm spread",
+                    "model": g["model"],
+                    "budget": g["budget"],
+                    "condition": calibration,
+                    "value": float(spread_obs[k]),
+                    "ci": ends,
+                    "verdict": _side(ends[0], ends[1], spread_obs[k], ORDER, above=False),
+                }
+            )
+    return pd.DataFrame(rows, columns=["kind", "model", "budget", "condition", "value", "ci", "verdict"])
+
+
+def perplexity_decision(grids: list[dict]) -> tuple[str, str, str]:
+    """(calibration half, algorithm half, claim) verdicts over the cells' conditions."""
+    conditions = perplexity_conditions(grids)
+    cal = most(list(conditions.loc[conditions["kind"] == "calibration shift", "verdict"]))
+    alg = most(list(conditions.loc[conditions["kind"] == "algorithm spread", "verdict"]))
+    if cal == HOLDS and alg == HOLDS:
+        claim = HOLDS
+    elif FAILS in (cal, alg):
+        claim = FAILS
+    else:
+        claim = UNSURE
+    return cal, alg, claim
+
+
+def pooled_ratio(grids: list[dict]) -> tuple[float, np.ndarray | None]:
+    """The pooled ratio (max calibration shift / max algorithm shift over cells) and its replicates."""
+    obs = [range_shifts(g["observed"]) for g in grids]
+    cal = np.max([o[0][0] for o in obs])
+    alg = np.max([o[1][0] for o in obs])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = float(cal / alg)
+    if any(g["replicates"] is None for g in grids):
+        return ratio, None
+    reps = [range_shifts(g["replicates"]) for g in grids]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rep_ratio = np.max([r[0] for r in reps], axis=0) / np.max([r[1] for r in reps], axis=0)
+    return ratio, rep_ratio
+
+
+def accuracy_decision(grids: list[dict], band: float) -> bool:
+    """Whether the pooled accuracy ratio's interval lies inside [1/band, band] (the "comparable" rule
+    without the Monte-Carlo guard, which a 400-resample inner bootstrap cannot carry)."""
+    ratio, rep = pooled_ratio(grids)
+    lo, hi = interval(rep) if rep is not None else (ratio, ratio)
+    return bool(np.isfinite(lo) and 1 / band <= lo and hi <= band)
+
+
+def regrid(grids: list[dict], observed: list[np.ndarray], replicates: list[np.ndarray], transform) -> list[dict]:
+    """The cells' grids with the (1, runs) / (B, runs) averages of a null study put in their place."""
+    out = []
+    for g, o, r in zip(grids, observed, replicates):
+        a = len(g["algorithms"])
+        out.append(
+            {
+                **g,
+                "observed": transform(o.reshape(1, a, len(PAPER_CALIBRATIONS))),
+                "replicates": transform(r.reshape(r.shape[0], a, len(PAPER_CALIBRATIONS))),
+            }
+        )
+    return out
