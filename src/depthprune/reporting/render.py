@@ -236,7 +236,7 @@ def render(
                     seed_replicates(seed),
                     comparable_band,
                     strong_rho,
-                    samples=seed_samples,
+                    samples=for_seed(all_samples, seed) if all_samples is not None else None,
                 ).verdicts
             verdicts = verdicts_by_seed(by_seed)
             atomic_write_report_csv(tables_dir / "seeds_verdicts.csv", verdicts)
