@@ -140,7 +140,7 @@ def toy():
 
 
 def test_informative_tasks_are_the_dense_models_tasks_above_their_baseline(toy):
-    summary, _, _, baselines, found = toy
+    _, _, _, baselines, found = toy
     assert baselines.set_index("benchmark").loc["boolq", "baseline"] == pytest.approx(0.75)
     assert found.tasks == {"m": ["hellaswag", "piqa"]}
     assert found.label() == "hellaswag, piqa"
