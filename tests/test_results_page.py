@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -280,3 +281,40 @@ def read_limit(folder: str) -> str:
 
     with open(REPO / folder / "tables" / "evaluation_size.csv", encoding="utf-8") as handle:
         return next(csv.DictReader(handle))["limit"]
+
+
+def test_readme_loss_and_bounded_loss_sentences_are_the_committed_ones():
+    """Issue 46 item 6: the README's loss-against-accuracy ρ (loss_accuracy.csv), the bounded loss's
+    mean accuracies (tlm_sensitivity's table2.csv, mean over the seven algorithms) and the unpaired
+    note of that cross-study comparison (different documents per task) read the committed CSVs."""
+    import pandas as pd
+
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    loss = pd.read_csv(REPO / "figures" / "tables" / "loss_accuracy.csv").set_index(
+        ["calibration", "loss_kind", "budget"]
+    )
+
+    def rho(calibration, kind):
+        return [f"{loss.loc[(calibration, kind, m), 'rho']:+.2f}".replace("-", "−") for m in (7, 9)]
+
+    calibration, heldout = rho("tlm_cs170k", "calibration"), rho("tlm_cs170k", "heldout")
+    assert (
+        f"(ρ {calibration[0]}, {calibration[1]} for the calibration loss, {heldout[0]}, {heldout[1]} held out" in readme
+    )
+    p_min = loss.loc["tlm_cs170k", "p_value"].min()
+    assert f"p ≥ {math.floor(100 * p_min) / 100:.2f}" in readme  # the smallest p, rounded down
+    ppl = rho("ppl_c4", "calibration")
+    assert f"where `ppl_c4`'s does ({ppl[0]}, {ppl[1]})" in readme
+    table2 = pd.read_csv(REPO / "figures" / "tlm_sensitivity" / "tables" / "table2.csv")
+    pruned = table2[table2["algorithm"] != "dense"].groupby("budget")["avg_accuracy"].mean()
+    assert f"cross-entropy, {100 * pruned[7]:.1f} % and {100 * pruned[9]:.1f} %" in readme
+    # documents per task from baselines.csv (tlm_sensitivity has no evaluation-size rule: no ppl half)
+    limits = {
+        f: str(pd.read_csv(REPO / f / "tables" / "baselines.csv")["n_documents"].max())
+        for f in ("figures", "figures/tlm_sensitivity")
+    }
+    assert limits["figures"] != limits["figures/tlm_sensitivity"]
+    assert (
+        f"{limits['figures/tlm_sensitivity']} documents per task: unpaired with the default's {limits['figures']}"
+        in readme
+    )

@@ -604,7 +604,9 @@ def _side(lo: float, hi: float, above: str, below: str, level: str) -> str:
     return above if lo > 0 else below if hi < 0 else level
 
 
-def calibration_contrast(summary: pd.DataFrame, reps=None, baseline: float | None = None) -> pd.DataFrame:
+def calibration_contrast(
+    summary: pd.DataFrame, reps=None, baseline: float | None = None, chance: float | None = None
+) -> pd.DataFrame:
     """TLM-pruned against perplexity-pruned models and against chance, per (model, M, algorithm).
 
     For every algorithm run under both of the paper's calibrations: the average accuracy of its
@@ -615,7 +617,8 @@ def calibration_contrast(summary: pd.DataFrame, reps=None, baseline: float | Non
     ``diff_se`` is the difference's paired bootstrap SE and ``mdd`` the difference it detects with 80 %
     power (``bootstrap.mdd``). ``baseline`` (``baselines.average_baseline``: the larger of chance
     and the majority answer, per task) gives ``tlm_minus_baseline`` and ``tlm_vs_baseline`` the same
-    way; without it the baseline is chance.
+    way; without it the baseline is chance. ``chance`` replaces the six tasks' chance level (an
+    average over other tasks, such as the informative tasks of ``reporting/informative.py``).
     """
     from depthprune.reporting.bootstrap import interval, mdd, standard_error
 
@@ -646,7 +649,7 @@ def calibration_contrast(summary: pd.DataFrame, reps=None, baseline: float | Non
     paper = summary["calibration"].isin(PAPER_CALIBRATIONS) & (summary["algorithm"] != DENSE_ALGORITHM)
     ppl, tlm = summary[paper & (kinds == "ppl")], summary[paper & (kinds == "tlm")]
     pairs = ppl.merge(tlm, on=["model", "budget", "algorithm"], suffixes=("_ppl", "_tlm"))
-    chance = chance_accuracy()
+    chance = chance_accuracy() if chance is None else float(chance)
     floor = chance if baseline is None else max(chance, float(baseline))
     rows = []
     for (model, budget), cell in pairs.groupby(["model", "budget"], sort=True):

@@ -55,6 +55,8 @@ class Replicates:
     units: dict[str, int] | None = None  # benchmark -> resampled documents / windows
     # benchmark -> (n_resamples, n_runs) replicates of that benchmark alone (NaN where a run lacks it)
     per_benchmark: dict[str, np.ndarray] | None = None
+    # (n_resamples, n_runs) mean over each run's model's informative tasks (reporting/informative.py)
+    informative_avg_accuracy: np.ndarray | None = None
 
     def column(self, row: pd.Series | dict) -> int | None:
         match = np.flatnonzero(np.logical_and.reduce([self.keys[k].to_numpy() == row[k] for k in KEY]))

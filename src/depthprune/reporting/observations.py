@@ -185,6 +185,10 @@ class Observations:
     verdicts: dict[str, str]  # claim -> overall verdict
     settings: dict
     remarks: dict[str, list[str]] = field(default_factory=dict)  # claim -> sentences for observations.md
+    # informative-task sensitivity (reporting/informative.py): the task list, and per accuracy
+    # verdict (label, verdict on all six tasks, verdict on the informative tasks)
+    informative: object | None = None  # informative.InformativeTasks
+    sensitivity: list[tuple[str, str, str]] = field(default_factory=list)
 
     def claim_rows(self, claim: str) -> pd.DataFrame:
         return self.rows[self.rows["claim"] == claim]
@@ -570,12 +574,13 @@ def _informative(verdict: str, null_pass: float) -> str:
     return verdict
 
 
-def _null_pass(samples: pd.DataFrame, grids: list[dict], kind: str, decide) -> float:
-    """Pass probability of ``decide`` (on per-cell grids) over null studies built from ``samples``."""
+def _null_pass(samples: pd.DataFrame, grids: list[dict], kind: str, decide, tasks: dict | None = None) -> float:
+    """Pass probability of ``decide`` (on per-cell grids) over null studies built from ``samples``;
+    ``tasks`` (model -> zero-shot tasks) restricts an accuracy null to each model's tasks."""
     from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
 
     benchmarks = ZERO_SHOT_BENCHMARKS if kind == "accuracy" else PERPLEXITY_BENCHMARKS
-    cells = [unit_scores(samples, g["runs"], benchmarks) for g in grids]
+    cells = [unit_scores(samples, g["runs"], tasks[g["model"]] if tasks is not None else benchmarks) for g in grids]
     if not grids or any(c is None for c in cells):
         return float("nan")
     transform = (lambda v: 100 * v) if kind == "accuracy" else np.log10
@@ -728,6 +733,87 @@ def _median_in_probability(nulls: list[np.ndarray], low: float, high: float) -> 
     return float(((median > low) & (median < high)).mean())
 
 
+INFORMATIVE_SCOPE = ", informative tasks"
+
+
+def observe_informative(
+    summary: pd.DataFrame,
+    reps,
+    paper: dict,
+    band: float,
+    strong_rho: float,
+    found,
+    samples: pd.DataFrame | None,
+    main_rows: list[dict],
+) -> tuple[list[dict], list[tuple[str, str, str]]]:
+    """Every accuracy verdict recomputed on the informative-task average (``reporting/informative.py``):
+    §5.2 accuracy (the pooled shift ratio in the band, with its null pass probability on the same
+    tasks) and §5.3's claims across cells. Rows are scoped ``…, informative tasks`` (sensitivity: not
+    in the claims' verdicts); the second value pairs each verdict with the main one."""
+    from depthprune.reporting.informative import informative_view
+
+    if not any(found.tasks.values()):
+        return [], []
+    view, view_reps = informative_view(summary, reps, found)
+    note = f"sensitivity, not in the claim's verdict; informative tasks: {found.label()}"
+    rows, pairs = [], []
+    main = {(r["claim"], r["scope"], r["statistic"]): r["verdict"] for r in main_rows}
+    for r in range_statistic(view, view_reps).itertuples(index=False):
+        if r.model != "all" or r.response != "avg_accuracy_points":
+            continue
+        ci, se = (r.ratio_ci_low, r.ratio_ci_high), (r.ratio_ci_low_mc_se, r.ratio_ci_high_mc_se)
+        verdict = within_band(*ci, r.ratio, band, se=se)
+        null_pass = float("nan")
+        if samples is not None and view_reps is not None:
+            grids = cell_grids(view, "avg_accuracy_points", view_reps)
+            null_pass = _null_pass(samples, grids, "accuracy", lambda g: accuracy_decision(g, band), tasks=found.tasks)
+        verdict = _informative(verdict, null_pass)
+        statistic = f"accuracy shift ratio calibration / algorithm (claim: in [1/{band:g}, {band:g}] (ours))"
+        for part, value, lo, hi in (
+            ("calibration", r.shift_calibration, r.shift_calibration_ci_low, r.shift_calibration_ci_high),
+            ("algorithm", r.shift_algorithm, r.shift_algorithm_ci_low, r.shift_algorithm_ci_high),
+        ):
+            rows.append(
+                _row(
+                    "5.2",
+                    f"all (max over cells){INFORMATIVE_SCOPE}",
+                    f"{r.response}: largest shift from {part} (points)",
+                    value,
+                    (lo, hi),
+                    note=note,
+                )
+            )
+        rows.append(
+            _row(
+                "5.2",
+                f"all (max over cells){INFORMATIVE_SCOPE}",
+                statistic,
+                r.ratio,
+                ci,
+                verdict=verdict,
+                se=se,
+                null_pass=null_pass,
+                note=note,
+            )
+        )
+        pairs.append(
+            (
+                "§5.2 accuracy: shift ratio in the band",
+                main.get(("5.2", "all (max over cells)", statistic), ""),
+                verdict,
+            )
+        )
+    rho_rows, _ = observe_rho(view, view_reps, paper, strong_rho)
+    for r in rho_rows:
+        if not r["scope"].startswith("all,"):
+            continue
+        label = f"§5.3 {r['scope'][len('all, ') :]}: {r['statistic']}"
+        if r["verdict"] != DESCRIPTIVE:
+            pairs.append((label, main.get((r["claim"], r["scope"], r["statistic"]), ""), r["verdict"]))
+        rows.append({**r, "scope": r["scope"] + INFORMATIVE_SCOPE, "paper_value": "", "note": note})
+    return rows, pairs
+
+
 def evaluate_observations(
     selections: pd.DataFrame,
     summary: pd.DataFrame,
@@ -736,9 +822,11 @@ def evaluate_observations(
     strong_rho: float = DEFAULT_STRONG_RHO,
     seed_selections: Sequence[pd.DataFrame] = (),
     samples: pd.DataFrame | None = None,
+    informative=None,
 ) -> Observations:
     """The observation rows and verdicts; ``seed_selections`` (one frame per seed, when the study has
-    several) gives §5.1 its interval across seeds."""
+    several) gives §5.1 its interval across seeds; ``informative`` (``informative.InformativeTasks``)
+    adds the informative-task sensitivity rows of every accuracy verdict."""
     if not comparable_band > 1:
         raise ValueError(f"comparable_band must be > 1 (a ratio band [1/b, b]), got {comparable_band}")
     if not 0 < strong_rho < 1:
@@ -755,6 +843,19 @@ def evaluate_observations(
     ):
         rows += claim_rows
         verdicts[claim] = verdict if claim_rows else NOT_TESTABLE
+    sensitivity = []
+    if informative is not None:
+        extra, sensitivity = observe_informative(
+            summary,
+            reps,
+            paper,
+            comparable_band,
+            strong_rho,
+            informative,
+            samples if reps is not None else None,
+            rows,
+        )
+        rows += extra
     settings = {
         "comparable_band": comparable_band,
         "strong_rho": strong_rho,
@@ -767,6 +868,8 @@ def evaluate_observations(
         verdicts=verdicts,
         settings=settings,
         remarks={"5.2": variance_remarks},
+        informative=informative,
+        sensitivity=sensitivity,
     )
 
 
@@ -847,7 +950,39 @@ def observations_markdown(obs: Observations) -> str:
             columns = ["scope", "statistic", "value", "95% interval", "null", "p", "null pass", "paper_value"]
             columns += ["verdict", "note"]
             lines += [_markdown(rows, columns), ""]
+    if obs.informative is not None:
+        lines += informative_markdown(obs)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def informative_markdown(obs: Observations) -> list[str]:
+    """The "Informative tasks" section: the task list, its per-task table and each accuracy verdict
+    on all six tasks beside its verdict on the informative tasks."""
+    from depthprune.reporting.informative import informative_tasks_markdown
+
+    found = obs.informative
+    lines = [
+        "## Informative tasks (sensitivity)",
+        "",
+        "A task is informative when the dense model's accuracy lies above the task's baseline (max of chance "
+        "and the majority answer) with a 95 % document-bootstrap interval that excludes it; an average over "
+        "the others measures nothing the dense model could do (docs/method.md §7). "
+        f"Informative tasks: **{found.label()}**.",
+        "",
+        *informative_tasks_markdown(found),
+        "",
+    ]
+    if not obs.sensitivity:
+        return lines + ["No accuracy verdict recomputed: no informative task.", ""]
+    lines += [
+        "Every accuracy verdict on the six-task average and on the informative-task average (rows scoped "
+        "`…, informative tasks` above; sensitivity, not in the claims' verdicts):",
+        "",
+        "| verdict | six tasks | informative tasks |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {label} | {main} | {sensitive} |" for label, main, sensitive in obs.sensitivity]
+    return lines + [""]
 
 
 def loss_accuracy_markdown(table: pd.DataFrame) -> str:

@@ -4,7 +4,9 @@ Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<mo
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
 ``variance_decomposition.csv``, ``range_statistic.csv``, ``calibration_contrast.csv``: TLM- against
 perplexity-pruned models and chance, ``loss_accuracy.csv``: ρ(search loss, accuracy),
-``evaluation_size.csv``: the power rule of ``reporting/power.py``; with the cross-control
+``evaluation_size.csv``: the power rule of ``reporting/power.py``; ``informative_tasks.csv``,
+``calibration_contrast_informative.csv`` and ``loss_accuracy_informative.csv``: the
+informative-task sensitivity of reporting/informative.py; with the cross-control
 ``ppl_cs170k``, ``calibration_decomposition{,_sets}.csv`` and ``decomposition.{pdf,png}``:
 reporting/decomposition.py),
 ``tables/observations.{md,csv}`` and
@@ -41,6 +43,12 @@ from depthprune.reporting.figure2 import figure2
 from depthprune.reporting.figure3 import figure3
 from depthprune.reporting.figure_decomposition import figure_decomposition
 from depthprune.reporting.figure_seeds import figure_seeds
+from depthprune.reporting.informative import (
+    contrast_pairs,
+    find_informative_tasks,
+    informative_view,
+    with_informative_average,
+)
 from depthprune.reporting.observations import (
     DEFAULT_COMPARABLE_BAND,
     DEFAULT_STRONG_RHO,
@@ -123,6 +131,24 @@ def evaluation_limit(reps) -> int | None:
     return int(min(counts)) if counts else None
 
 
+def informative_contrast(summary, reps, informative, baselines):
+    """calibration_contrast on the informative-task average, per model (each model has its own
+    tasks, chance and baseline); empty when no model has an informative task."""
+    import pandas as pd
+
+    frames = [
+        calibration_contrast(
+            summary[summary["model"] == model],
+            reps,
+            informative.baseline(baselines, model),
+            informative.chance(model),
+        )
+        for model, tasks in informative.tasks.items()
+        if tasks
+    ]
+    return pd.concat(frames, ignore_index=True) if frames else calibration_contrast(summary.iloc[:0], reps)
+
+
 def paper_only(frame):
     """Rows of the paper's seven algorithms (and the dense model), without the controls."""
     return frame[~frame["algorithm"].isin(CONTROL_ALGORITHMS)]
@@ -177,6 +203,10 @@ def render(
     if table_names:
         written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
     baselines = task_baselines(samples)
+    # Informative-task sensitivity (docs/method.md §7): the tasks the dense model beats its baseline
+    # on, and every accuracy statistic recomputed on the mean over them.
+    informative = find_informative_tasks(all_base, reps, baselines)
+    informative_base, informative_reps = informative_view(base, reps, informative)
     contrast = (
         calibration_contrast(base, reps, average_baseline(baselines)) if wanted & {"analyses", "observations"} else None
     )
@@ -194,11 +224,16 @@ def render(
             "controls": control_comparison(all_selections),
             "calibration_contrast": contrast,
             "loss_accuracy": loss_accuracy,
+            "informative_tasks": informative.table,
+            "calibration_contrast_informative": informative_contrast(
+                informative_base, informative_reps, informative, baselines
+            ),
+            "loss_accuracy_informative": loss_accuracy_table(informative_base, informative_reps),
             "evaluation_size": evaluation_size(contrast, evaluation_limit(reps)),
         }
         if has_cross_control(base):
             # Objective or data (docs/method.md §9): only a study that ran the cross-control ppl_cs170k.
-            decomposition = decomposition_table(base, reps)
+            decomposition = decomposition_table(*with_informative_average(base, reps, informative))
             analyses["calibration_decomposition"] = decomposition
             analyses["calibration_decomposition_sets"] = set_decomposition_table(selections)
             written += figure_decomposition(decomposition, out)
@@ -217,8 +252,20 @@ def render(
     if "observations" in wanted:
         seed_selections = [paper_only(for_seed(agg.selections, seed)) for seed in seeds] if len(seeds) > 1 else []
         observations = evaluate_observations(
-            selections, base, reps, comparable_band, strong_rho, seed_selections, samples=samples
+            selections,
+            base,
+            reps,
+            comparable_band,
+            strong_rho,
+            seed_selections,
+            samples=samples,
+            informative=informative,
         )
+        if "analyses" not in wanted:
+            analyses_contrast = informative_contrast(informative_base, informative_reps, informative, baselines)
+        else:
+            analyses_contrast = analyses["calibration_contrast_informative"]
+        observations.sensitivity += contrast_pairs(contrast, analyses_contrast)
         text = observations_markdown(observations)
         text += (
             "\n## Random-initialisation controls (the paper's limitation 2)\n\n"
