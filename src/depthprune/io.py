@@ -232,6 +232,27 @@ def read_json(path: str | os.PathLike) -> Any:
         raise ValueError(f"{path}: not valid JSON ({err})") from err
 
 
+_ENV_TRUE = ("1", "true", "yes", "on")
+_ENV_FALSE = ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool | str = False, others: tuple[str, ...] = ()) -> bool | str:
+    """The environment variable ``name`` as a switch: unset or empty -> ``default``; 1/true/yes/on
+    -> True; 0/false/no/off -> False; one of ``others`` (e.g. "auto") -> itself. Anything else is a
+    ValueError naming the variable: a typo such as ``maybe`` must not silently mean off."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in _ENV_TRUE:
+        return True
+    if value in _ENV_FALSE:
+        return False
+    if value in others:
+        return value
+    allowed = "/".join((*_ENV_TRUE, *_ENV_FALSE, *others))
+    raise ValueError(f"environment variable {name}={os.environ[name]!r}: expected one of {allowed}")
+
+
 def format_layers(layers: Iterable[int]) -> str:
     """Canonical text form of a removed set: sorted, space-separated ("" for the dense model)."""
     return " ".join(str(i) for i in parse_layers(layers))
