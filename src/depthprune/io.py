@@ -33,6 +33,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             # mkstemp creates 0600 files; results should get the usual permissions.
             os.chmod(tmp_path, 0o666 & ~current_umask())
         os.replace(tmp_path, path)
+    except OSError as err:
+        if err.filename is None:  # a write into an open file (disk full, ulimit -f) names no file
+            err.filename = str(path)
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
