@@ -56,7 +56,7 @@ localrules:
 rule all:
     default_target: True
     input:
-        rules.figures.input,
+        rules.render.output,
         rules.aggregate.input,
         rules.aggregate.output,
         # the calibration-size study's figure and table, when the config asks for one

@@ -179,3 +179,35 @@ def test_full_precision_would_not_survive_that_noise(tmp_path):
     assert report_precision(original).to_csv(index=False, float_format="%.8g") == report_precision(noisy).to_csv(
         index=False, float_format="%.8g"
     )
+
+
+def test_figures_without_an_aggregate_says_what_is_missing(fresh_clone, tmp_path):
+    """`snakemake figures` draws from the aggregate alone: without one it names the missing files and
+    how to make them instead of planning the whole study (issue 45); the default target still plans it."""
+    empty = tmp_path / "no-results"
+    args = ("--config", f"results_dir={empty}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "figures", *args],
+        cwd=fresh_clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert f"the aggregate the figures are drawn from is missing ({empty}/aggregate/selections.csv" in output
+    assert "`snakemake aggregate`" in output and "rule search:" not in output
+    assert job_counts(snakemake(fresh_clone, "-n", *args).stdout)["search"] > 0
+
+
+def test_figure_rules_quote_every_path(fresh_clone):
+    """A logs folder (or results, figures folder) with a space must not split the shell command."""
+    args, _, _ = STUDIES["calibration_size"]
+    config = ["--config", "logs_dir=my logs", "figures_dir=my figures/calibration_size"]
+    proc = snakemake(fresh_clone, "-n", "-p", "figures", "--forcerun", "render", "calibration_size", *args, *config)
+    output = proc.stdout + proc.stderr
+    commands = [line.split("Shell command:", 1)[1].strip() for line in output.splitlines() if "Shell command:" in line]
+    commands = [c for c in commands if c.startswith("depthprune ")]
+    assert {c.split()[4] for c in commands} == {"render", "calibration-size"}, output
+    for command in commands:
+        assert "--log-file 'my logs/" in command and "--out 'my figures/calibration_size" in command, command

@@ -20,9 +20,10 @@ from depthprune.plan import BUNDLED_CONFIGS, ModelShape
 
 LAST_LINE = re.compile(r"^plan: jobs=(\d+) gpu_hours=([\d.]+) peak_gpu_gib=([\d.]+)$")
 # Dry-run jobs of config/paper.yaml per rule (tests/test_workflow.py: test_paper_profile_dag, and its
-# PRESET_JOBS total of 111 for ("config/paper.yaml",)).
+# PRESET_JOBS total of 114 for ("config/paper.yaml",)).
 PAPER_DRY_RUN = {
     "prepare_model": 3,
+    "evaluation_settings": 3,
     "prior": 6,
     "search": 84,
     "evaluate_selections": 12,
@@ -110,7 +111,7 @@ def test_paper_plan_matches_the_dry_run(paper_plan):
     assert code == 0
     match = LAST_LINE.match(out.strip().splitlines()[-1])
     assert match, out
-    assert int(match.group(1)) == sum(PAPER_DRY_RUN.values()) == 111
+    assert int(match.group(1)) == sum(PAPER_DRY_RUN.values()) == 114
     assert rule_jobs(out) == PAPER_DRY_RUN
     assert float(match.group(3)) > 16  # at least the 8B models' bfloat16 weights
 

@@ -131,5 +131,5 @@ def test_committed_profile_is_the_planners_output(tmp_path, data_dir):
     command += ["--throughput", PAPER_THROUGHPUT, "--data-dir", str(data_dir), "--write-profile", str(out)]
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert re.search(r"^plan: jobs=111 gpu_hours=[0-9.]+ peak_gpu_gib=[0-9.]+$", proc.stdout.splitlines()[-1])
+    assert re.search(r"^plan: jobs=114 gpu_hours=[0-9.]+ peak_gpu_gib=[0-9.]+$", proc.stdout.splitlines()[-1])
     assert out.read_text() == PROFILE.read_text()

@@ -66,6 +66,7 @@ def test_default_profile_dag():
     # run in config/protect_none.yaml, config/two_families.yaml and config/extended.yaml)
     assert counts == {
         "prepare_model": 1,
+        "evaluation_settings": 1,  # the evaluation options and provenance: a change reruns every evaluation
         "prior": 2,
         "search": 28,
         "evaluate_pass": 1,  # every set of the model (both calibrations and budgets, dense) in one pass
@@ -110,16 +111,17 @@ def test_paper_profile_dag():
 # default (48 -> 40) and seeds (134 -> 110) presets lost the two random-init controls' 8 searches per
 # seed when the default took [22]'s barrier and held-out scoring; the presets that keep the controls
 # (two_families, extended) pin them and plan as before.
+# Issue 45 added one evaluation_settings job per model (the evaluation options' stamp file).
 PRESET_JOBS = {
-    (): 40,
-    ("config/smoke.yaml",): 40,
-    ("config/paper.yaml",): 111,
-    ("config.yaml", "config/seeds.yaml"): 110,
-    ("config/protect_none.yaml",): 48,
-    ("config/extended.yaml",): 391,
-    ("config/two_families.yaml",): 93,
-    ("config/calibration_size.yaml",): 81,
-    ("config/paper.yaml", "config/seeds.yaml"): 315,
+    (): 41,
+    ("config/smoke.yaml",): 41,
+    ("config/paper.yaml",): 114,
+    ("config.yaml", "config/seeds.yaml"): 111,
+    ("config/protect_none.yaml",): 49,
+    ("config/extended.yaml",): 393,
+    ("config/two_families.yaml",): 95,
+    ("config/calibration_size.yaml",): 82,
+    ("config/paper.yaml", "config/seeds.yaml"): 318,
 }
 
 
@@ -481,3 +483,49 @@ def test_readme_quotes_the_paper_presets_dry_run_job_count():
     jobs = PRESET_JOBS[("config/paper.yaml",)]
     assert f"The paper preset plans {jobs} jobs" in readme
     assert f"plan: jobs={jobs} " in readme  # depthprune plan's last line agrees (tests/test_plan.py runs it)
+
+
+# --------------------------------------------------------------------------- issue 45: one run, no stale output
+
+
+def changed_python(tmp_path: Path, code: str) -> dict:
+    """An environment whose Python runs ``code`` at start-up (sitecustomize): a package upgrade or a
+    SCORING_VERSION bump as Snakemake's planning sees it, with no real reinstall."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(code)
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+LM_EVAL_UPGRADED = """
+import importlib.metadata as _metadata
+_version = _metadata.version
+_metadata.version = lambda name: "99.0" if name in ("lm-eval", "lm_eval") else _version(name)
+"""
+SCORING_BUMPED = "import depthprune.versions as _v\n_v.SCORING_VERSION += 1\n"
+
+
+@pytest.mark.parametrize("change", ["evaluation limit", "benchmark file", "lm-eval version", "SCORING_VERSION"])
+def test_a_changed_evaluation_input_updates_every_output_in_one_run(change, finished, tmp_path):
+    """The pass reruns, and so does every job that copies its results into metrics.csv files, the
+    aggregate and the figures: the first run after the change leaves nothing stale."""
+    config, env = (), finished.env
+    if change == "evaluation limit":
+        config = ("evaluation={limit: 4}",)
+    elif change == "benchmark file":
+        moved = tmp_path / "mirror"
+        shutil.copytree(finished.mirror, moved)
+        piqa = moved / "piqa" / "validation.jsonl"
+        piqa.write_text(piqa.read_text() + "\n")
+        config = (f"data_dir={moved}",)
+    else:
+        env = {
+            **finished.env,
+            **changed_python(tmp_path, LM_EVAL_UPGRADED if change == "lm-eval version" else SCORING_BUMPED),
+        }
+    counts = job_counts(finished.run("-n", config=config, env=env).stdout)
+    if change != "SCORING_VERSION":  # the scoring version is also the calibration losses' (versions.py)
+        assert "search" not in counts and "prior" not in counts, counts
+    assert counts["evaluation_settings"] == 1 and counts["evaluate_pass"] == 1, counts
+    assert counts["evaluate_selections"] == 4 and counts["evaluate_dense"] == 1, counts  # 2 calibrations x 2 budgets
+    assert counts["aggregate"] == 1 and counts["render"] == 1, counts

@@ -207,8 +207,9 @@ def test_study_checks_name_the_key(data_dir, tmp_path):
     config["model_table"]["tiny"].update(protected_layers=[], budgets=[8])
     with pytest.raises(wf.ConfigError, match=r"model_table.tiny.budgets: budget 8 would remove all 8 blocks"):
         wf.check_study(config)
-    config["model_table"]["tiny"].update(budgets=[6], protect="boundary", protected_layers=[3])
-    with pytest.raises(wf.ConfigError, match="at most the 5 removable"):
+    config["model_table"]["tiny"].update(budgets=[5], protect="boundary", protected_layers=[3])
+    # M equal to the removable blocks leaves no block to choose: refused at plan time, as the search does
+    with pytest.raises(wf.ConfigError, match=r"budgets \[5\] of model tiny .* below the 5 removable blocks"):
         wf.check_study(config)
     # a mirror without one benchmark's file
     mirror = tmp_path / "mirror"

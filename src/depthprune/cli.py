@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import sqlite3
 import sys
 from collections.abc import Iterator
 
@@ -68,11 +69,20 @@ def scoped_logging(verbose: bool = False, log_file: str | None = None) -> Iterat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parent_exit.exit_with_parent()  # a job of a Snakemake killed with -9 must not run on (parent_exit.py)
-    parser = build_parser()
+    try:
+        parent_exit.exit_with_parent()  # a job of a Snakemake killed with -9 must not run on (parent_exit.py)
+        parser = build_parser()  # reads DEPTHPRUNE_RECOMPUTE
+    except ValueError as err:  # an environment variable with a value it does not accept
+        print(f"depthprune: error: {err}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     with scoped_logging(args.verbose, args.log_file):
         return _run(args)
+
+
+# SQLite errors that are the disk's, a limit's or a permission's (an SQLite file written while the
+# disk fills): one line like an OSError, not a traceback.
+_SQLITE_ENVIRONMENT = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
 
 
 def _run(args) -> int:
@@ -87,7 +97,25 @@ def _run(args) -> int:
         log.debug("error details", exc_info=True)
         log.error("depthprune %s: error: %s", args.command, message)
         return 2
-    except Exception:
+    except OSError as err:
+        # The disk, a limit or a permission (no space left, `ulimit -f`, a read-only folder, a folder
+        # where a file belongs): said as such in one line, exit 2; the traceback only with --verbose.
+        log.debug("error details", exc_info=True)
+        log.error("depthprune %s: error: %s", args.command, describe_os_error(err))
+        return 2
+    except Exception as err:
+        if isinstance(err, sqlite3.Error) and str(getattr(err, "sqlite_errorname", "")).startswith(_SQLITE_ENVIRONMENT):
+            log.debug("error details", exc_info=True)
+            log.error("depthprune %s: error: I/O error on an SQLite file (memo, BO study): %s", args.command, err)
+            return 2
         # A bug, not bad input: the traceback goes to stderr and to the rule's log once, exit 1.
         log.exception("depthprune %s failed", args.command)
         return 1
+
+
+def describe_os_error(err: OSError) -> str:
+    """'I/O error on PATH: No space left on device [errno 28]' rather than a traceback."""
+    if err.strerror is None:  # raised with a message of ours
+        return str(err)
+    where = f" on {err.filename}" + (f" -> {err.filename2}" if err.filename2 else "") if err.filename else ""
+    return f"I/O error{where}: {err.strerror} [errno {err.errno}]"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
@@ -124,7 +123,9 @@ def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
 def recompute_default() -> bool:
     """``DEPTHPRUNE_RECOMPUTE=1`` in the environment turns --recompute on (how a forced rerun of a
     Snakemake rule recomputes without reading its own cache; see workflow/rules/common.smk)."""
-    return os.environ.get("DEPTHPRUNE_RECOMPUTE", "").strip().lower() in ("1", "true", "yes", "on")
+    from depthprune.io import env_flag
+
+    return bool(env_flag("DEPTHPRUNE_RECOMPUTE"))  # a value other than on/off is an error, not "off"
 
 
 def add_recompute_arg(parser: argparse.ArgumentParser) -> None:

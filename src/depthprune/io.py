@@ -33,6 +33,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             # mkstemp creates 0600 files; results should get the usual permissions.
             os.chmod(tmp_path, 0o666 & ~current_umask())
         os.replace(tmp_path, path)
+    except OSError as err:
+        if err.filename is None:  # a write into an open file (disk full, ulimit -f) names no file
+            err.filename = str(path)
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -230,6 +234,27 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from err
+
+
+_ENV_TRUE = ("1", "true", "yes", "on")
+_ENV_FALSE = ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool | str = False, others: tuple[str, ...] = ()) -> bool | str:
+    """The environment variable ``name`` as a switch: unset or empty -> ``default``; 1/true/yes/on
+    -> True; 0/false/no/off -> False; one of ``others`` (e.g. "auto") -> itself. Anything else is a
+    ValueError naming the variable: a typo such as ``maybe`` must not silently mean off."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in _ENV_TRUE:
+        return True
+    if value in _ENV_FALSE:
+        return False
+    if value in others:
+        return value
+    allowed = "/".join((*_ENV_TRUE, *_ENV_FALSE, *others))
+    raise ValueError(f"environment variable {name}={os.environ[name]!r}: expected one of {allowed}")
 
 
 def format_layers(layers: Iterable[int]) -> str:

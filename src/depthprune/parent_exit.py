@@ -29,11 +29,13 @@ def exit_with_parent() -> bool:
     """Ask the kernel for SIGTERM when the parent process dies; True if asked."""
     if not sys.platform.startswith("linux"):
         return False
-    setting = os.environ.get(ENV, "auto").strip().lower()
-    if setting in ("0", "false", "no", "off"):
+    from depthprune.io import env_flag
+
+    setting = env_flag(ENV, default="auto", others=("auto",))  # ValueError on a value it does not know
+    if setting is False:
         return False
     parent = os.getppid()
-    if setting not in ("1", "true", "yes", "on") and not is_snakemake(parent):
+    if setting is not True and not is_snakemake(parent):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)

@@ -408,7 +408,9 @@ def build_plan(
         tokenizer = planning_tokenizer(entry, cache_dir)
         n, budgets = shape.n_layers, workflow.model_budgets(config, model)
         n_allowed = n - len(protected_blocks(entry.get("protected_layers") or (), entry.get("protect", "none"), n))
+        workflow.check_budgets(model, entry, n, budgets)  # the depth from config.json: fail here, not after the prior
         plan.add("prepare_model", 0.0, shape.params * 4, shape.params * 4 / (load_gbps * 1e9), gpu=False)
+        plan.add("evaluation_settings", 0.0, 0.0, 0.0, gpu=False)  # the evaluation options' stamp file
         eval_tokens = evaluation_tokens(config, tokenizer, data_dir)
         batch_size = int(config["evaluation"].get("batch_size") or 8)  # windows / requests per forward
         eval_peak = weights + max(

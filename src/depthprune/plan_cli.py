@@ -50,14 +50,37 @@ def overrides(items: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--config {item!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ValueError(f"--config {item!r}: the value is not valid YAML ({problem})") from None
     return out
+
+
+def validated(config: dict, base: str) -> dict:
+    """The workflow's checks on the merged config (the Snakefile's): unknown keys, the schema (its
+    defaults filled in as Snakemake does), then the plan-time study checks; ConfigError names the key."""
+    import yaml
+    from snakemake.utils import validate
+
+    from depthprune import workflow
+
+    schema_path = Path(base).resolve().parent / "workflow" / "schemas" / "config.schema.yaml"
+    if not schema_path.is_file():
+        raise FileNotFoundError(f"{schema_path}: the workflow's config schema (run plan from the repository root)")
+    schema = yaml.safe_load(schema_path.read_text(encoding="utf-8"))
+    workflow.validate_config(config, schema)
+    validate(config, str(schema_path))  # fills the schema's defaults, as the Snakefile does
+    workflow.check_study(config)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
     from depthprune import plan as planning
 
     config = planning.merge(planning.load_config(args.configfile, args.base), overrides(args.config))
+    config = validated(config, args.base)
     data_dir = args.data_dir or config.get("data_dir")
     if data_dir is None and Path("../shared/data/c4/train.jsonl").is_file():
         data_dir = "../shared/data"  # the offline mirror: the hub's documents (the planner reads no hub)

@@ -133,7 +133,21 @@ def _item_lists(scores) -> dict:
     return {"losses": [float(v) for v in scores.losses], "correct": [int(v) for v in scores.correct]}
 
 
+def check_finite_losses(model_name: str, stage: str, empty_loss, scores) -> None:
+    """ValueError naming the model and the stage if L(∅) or a single-layer score is NaN or infinite:
+    a broken model (a NaN weight, an overflow) whose losses must not become a prior."""
+    bad = [] if empty_loss is not None and math.isfinite(empty_loss) else [f"L(∅)={empty_loss}"]
+    bad += [f"s_{i}={v}" for i, v in enumerate(scores) if v is not None and not math.isfinite(v)]
+    if bad:
+        shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+        raise ValueError(
+            f"{stage}: model {model_name!r} gives non-finite calibration losses ({shown}): its weights or "
+            "computation are broken (NaN/inf); nothing was written"
+        )
+
+
 def _prior_document(evaluator, *, scores, accuracies, empty_loss, empty_accuracy, cost, **extra) -> dict:
+    check_finite_losses(evaluator.loaded.name, "prior", empty_loss, scores)
     is_tlm = evaluator.objective_kind == "tlm"
     layers = [i for i in range(evaluator.n_layers) if scores[i] is not None]
     return {

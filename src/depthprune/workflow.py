@@ -555,6 +555,32 @@ def config_key_errors(config: Mapping, schema: Mapping) -> list[str]:
     return errors
 
 
+def validate_config(config: Mapping, schema: Mapping) -> None:
+    """The workflow's config checks outside Snakemake (``depthprune plan --config``): unknown keys
+    (``config_key_errors``), then the schema itself; ConfigError with one line naming the key.
+    Snakemake's ``validate`` fills the schema's defaults afterwards, as in the Snakefile."""
+    import jsonschema
+
+    errors = config_key_errors(config, schema)
+    if errors:
+        raise ConfigError("; ".join(errors))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(dict(config)))
+    if error is not None:
+        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise ConfigError(f"config: {where}: {error.message}")
+
+
+def loaded_identity(entry: Mapping) -> tuple[str, str]:
+    """What decides the weights a model_table entry loads: its spec (a path made absolute) and dtype."""
+    spec = str(entry["spec"])
+    scheme, sep, rest = spec.partition(":")
+    if sep and scheme in ("gguf",):
+        spec = f"gguf:{Path(rest).resolve()}"
+    elif not sep and Path(spec).exists():
+        spec = str(Path(spec).resolve())
+    return spec, str(entry.get("dtype", "auto"))
+
+
 def check_study(config: Mapping) -> None:
     """What the schema cannot check and would otherwise fail a job late: model aliases, protected
     layers and budgets against a model's known depth, and every mirror file the study reads.
@@ -564,33 +590,66 @@ def check_study(config: Mapping) -> None:
         raise ConfigError(
             f"config: models: {', '.join(unknown)} not in model_table (known: {', '.join(config['model_table'])})"
         )
+    seen: dict[tuple[str, str], str] = {}
+    for model in config["models"]:
+        identity = loaded_identity(model_entry(config, model))
+        if identity in seen:
+            raise ConfigError(
+                f"config: models: {seen[identity]} and {model} load the same model ({identity[0]}, dtype "
+                f"{identity[1]}); keep one alias (results under two names would count one model twice)"
+            )
+        seen[identity] = model
     for model in config["models"]:
         entry = model_entry(config, model)
-        n_layers = entry.get("n_layers")
+        n_layers = entry.get("n_layers") or known_depth(entry, config.get("model_cache_dir", "resources/models"))
         budgets = model_budgets(config, model)
         if n_layers is None:
-            continue
-        protected = entry.get("protected_layers") or []
-        outside = [p for p in protected if not 0 <= p < n_layers]
-        if outside:
-            raise ConfigError(
-                f"config: model_table.{model}.protected_layers {outside} outside 0..{n_layers - 1} "
-                f"(model_table.{model}.n_layers: {n_layers})"
-            )
-        kept = set(protected) | ({0, n_layers - 1} if entry.get("protect") == "boundary" else set())
-        removable = n_layers - len(kept)
-        too_large = [m for m in budgets if m >= n_layers or m > removable]
-        if too_large:
-            raise ConfigError(
-                f"config: budgets {too_large} of model {model} (budgets / model_table.{model}.budgets): "
-                f"M must be below n_layers = {n_layers} and at most the {removable} removable blocks"
-            )
+            continue  # depth unknown until prepare_model: the search checks its budget then
+        check_budgets(model, entry, n_layers, budgets)
     check_base_study(config)
     check_mirror(config)
 
 
+def known_depth(entry: Mapping, model_cache_dir: str | Path) -> int | None:
+    """The model's number of blocks where a config.json is at hand without loading anything (a
+    tiny spec, a converted or local model, the hub cache, the bundled paper configs); else None."""
+    from depthprune.models.tiny import parse_tiny_spec
+    from depthprune.plan import model_config  # reads config.json files only
+
+    if str(entry["spec"]).startswith("tiny:"):
+        return parse_tiny_spec(str(entry["spec"]))[1]  # no config to build
+    try:
+        config = model_config(entry, model_cache_dir)
+    except (FileNotFoundError, ValueError, OSError):
+        return None
+    config = config.get("text_config") or config
+    depth = config.get("num_hidden_layers")
+    return int(depth) if depth else None
+
+
+def check_budgets(model: str, entry: Mapping, n_layers: int, budgets: Iterable[int]) -> None:
+    """Protected layers inside the model and every budget below its removable blocks, with the depth
+    from model_table.<model>.n_layers (check_study) or from its config.json (``depthprune plan``)."""
+    protected = entry.get("protected_layers") or []
+    outside = [p for p in protected if not 0 <= p < n_layers]
+    if outside:
+        raise ConfigError(
+            f"config: model_table.{model}.protected_layers {outside} outside 0..{n_layers - 1} "
+            f"(model_table.{model}.n_layers: {n_layers})"
+        )
+    kept = set(protected) | ({0, n_layers - 1} if entry.get("protect") == "boundary" else set())
+    removable = n_layers - len(kept)
+    # As the search's own check (search/base.py validate_budget): at least one removable block stays.
+    too_large = [m for m in budgets if m >= removable]
+    if too_large:
+        raise ConfigError(
+            f"config: budgets {too_large} of model {model} (budgets / model_table.{model}.budgets): M must be "
+            f"below the {removable} removable blocks ({n_layers} blocks, {n_layers - removable} protected)"
+        )
+
+
 def check_base_study(config: Mapping) -> None:
-    """`base_study` names an aggregate folder that exists and calibrations the study does not compute."""
+    """`base_study` names an aggregate folder that exists and runs the study does not compute."""
     base = config.get("base_study")
     if not base:
         return

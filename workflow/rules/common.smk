@@ -336,6 +336,27 @@ def recompute_param(name):
     return param
 
 
+def figures_sources(aggregate_files):
+    """An input function of `figures` that adds no file. `snakemake figures` alone redraws from the
+    aggregate (on a fresh clone, the committed one); without it Snakemake would plan the whole
+    study, so it says instead which files are missing and how to make them."""
+    aggregate_files = list(aggregate_files)
+
+    def check(wildcards):
+        if set(getattr(workflow.dag_settings, "targets", None) or ()) != {"figures"}:
+            return []
+        missing = [path for path in aggregate_files if not os.path.exists(path)]
+        if missing:
+            raise WorkflowError(
+                f"figures: the aggregate the figures are drawn from is missing ({', '.join(missing)}); "
+                "make it with `snakemake aggregate` (runs the study's searches and evaluations not yet "
+                "done), or run `snakemake` for the study and its figures, with the same --configfile"
+            )
+        return []
+
+    return check
+
+
 def forced_rule(name):
     """Whether Snakemake was asked to force the rule `name` (--forcerun name, --forceall)."""
     settings = workflow.dag_settings

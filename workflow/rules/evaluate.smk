@@ -12,10 +12,32 @@
 # (model, calibration, seed, M) in a pass of its own, and evaluate_dense the dense model.
 
 
+# What every evaluation of a model depends on beyond its sets: the evaluation options and their
+# provenance (code and package versions, SCORING_VERSION, dtype, the benchmark data's content). Its
+# params change when any of them does, and the file is an ordinary (not ancient) input of every
+# evaluation job, so one run reruns the pass, every job writing metrics.csv files from it, the
+# aggregate and the figures. The pass's own output cannot carry this: it is an ancient input of the
+# writers (a pass rerun for another budget must not rewrite every group), and Snakemake does not
+# check the params of a job below one that reruns when the edge between them is ancient.
+rule evaluation_settings:
+    output:
+        results_path("{model}", "evaluation_settings.txt"),
+    log:
+        log_path("evaluate", "{model}", "settings.log"),
+    conda:
+        "../../envs/depthprune.yaml"
+    params:
+        evaluation=cli_options("evaluation_args"),
+        provenance=provenance_param("evaluation"),
+    shell:
+        "printf '%s\\n' {params.evaluation:q} {params.provenance:q} > {output:q} 2> {log:q}"
+
+
 rule evaluate_pass:
     input:
         model=prepared_model("{model}"),
         selections=model_selections,
+        settings=rules.evaluation_settings.output[0],
     output:
         results_path("{model}", "seed{seed}", "evaluation_pass.json"),
     log:
@@ -50,6 +72,7 @@ rule evaluate_selections:
         evaluation_pass=lambda wildcards: ancient(
             evaluation_pass(wildcards.model, wildcards.seed)
         ),
+        settings=rules.evaluation_settings.output[0],  # a changed setting reruns this job
     output:
         metrics=group_outputs("metrics.csv"),
         raw=group_outputs("lm_eval.json"),
@@ -86,6 +109,7 @@ rule evaluate_dense:
         evaluation_pass=lambda wildcards: ancient(
             evaluation_pass(wildcards.model, config["seeds"][0])
         ),
+        settings=rules.evaluation_settings.output[0],  # a changed setting reruns this job
     output:
         metrics=results_path("{model}", "dense", "metrics.csv"),
         raw=results_path("{model}", "dense", "lm_eval.json"),

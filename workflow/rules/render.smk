@@ -44,8 +44,8 @@ rule calibration_size:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
     shell:
-        "depthprune --log-file {log} calibration-size"
-        " --aggregate {params.aggregate_dir} --out {params.out_dir}"
+        "depthprune --log-file {log:q} calibration-size"
+        " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q}"
 
 
 rule figures:
@@ -54,3 +54,5 @@ rule figures:
     input:
         rules.render.output,
         rules.calibration_size.output if config.get("calibration_sizes") else [],
+        # no file: with `figures` the only target, a missing aggregate is an error saying how to make it
+        figures_sources(rules.aggregate.output),

@@ -114,6 +114,26 @@ class NullMemo:
         pass
 
 
+# SQLite's verdicts on the file's content; every other error (SQLITE_IOERR, SQLITE_FULL,
+# SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM, ...) is about the disk, the limits or the path.
+_CORRUPT_FILE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+
+
+def memo_error(path: str | Path, err: sqlite3.Error) -> ValueError:
+    """The error to report for ``err`` on the memo ``path``: deleting the file is advised only when
+    SQLite says its content is not a memo; an I/O error (disk full, ``ulimit -f``, permissions, a
+    folder given as --memo) says so, because the file itself may be a good cache."""
+    name = getattr(err, "sqlite_errorname", "") or ""
+    if Path(path).is_dir():
+        return ValueError(f"{path}: the memo (option --memo) is a folder; name an SQLite file instead")
+    if name.startswith(_CORRUPT_FILE):
+        return ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo")
+    return ValueError(
+        f"{path}: I/O error on the memo SQLite file ({err}{', ' + name if name else ''}): check free disk "
+        "space, the file size limit (ulimit -f) and permissions; the file itself may be intact, keep it"
+    )
+
+
 def check_memo_file(path: str | Path | None) -> None:
     """Raise ValueError naming ``path`` if it exists and is not a readable SQLite memo: checked before
     the model loads (``cli_common.check_calibration_inputs``). A missing file is fine (created)."""
@@ -126,7 +146,7 @@ def check_memo_file(path: str | Path | None) -> None:
     except sqlite3.Error as err:
         if "locked" in str(err) or "busy" in str(err):
             return  # a job writing it right now: SqliteMemo waits and retries
-        raise ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo") from err
+        raise memo_error(path, err) from err
     if verdict != "ok":
         raise ValueError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
     if tables and "losses" not in tables:
@@ -146,7 +166,7 @@ class SqliteMemo:
         except sqlite3.DatabaseError as err:  # "file is not a database", "database disk image is malformed"
             if "locked" in str(err) or "busy" in str(err):
                 raise
-            raise ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo") from err
+            raise memo_error(path, err) from err
 
     def _open(self, path: str | Path, config_key: str, description: dict, journal: str) -> None:
         self.path = Path(path)

@@ -191,10 +191,16 @@ def load_task(manager, task: str) -> list:
         return list(manager.load([task])["tasks"].values())
     except Exception as err:  # dataset download/build failures surface here, before any scoring
         entry = manager.task_index.get(task)
-        source = (entry.cfg or {}).get("dataset_path") if entry is not None else None
+        cfg = (entry.cfg or {}) if entry is not None else {}
+        files = (cfg.get("dataset_kwargs") or {}).get("data_files")
+        if files:  # the offline mirror's files exist (checked when the tasks were written): their content is wrong
+            raise ValueError(
+                f"lm-eval task {task!r}: its offline data {', '.join(map(str, dict(files).values()))} could not be "
+                f"read ({type(err).__name__}: {err}); check or replace the file"
+            ) from err
         raise FileNotFoundError(
-            f"lm-eval task {task!r}: dataset {source or '?'} could not be loaded ({type(err).__name__}: {err}); "
-            "pass --data-dir for an offline mirror"
+            f"lm-eval task {task!r}: dataset {cfg.get('dataset_path') or '?'} could not be loaded "
+            f"({type(err).__name__}: {err}); pass --data-dir for an offline mirror"
         ) from err
 
 

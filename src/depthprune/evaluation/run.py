@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -325,10 +326,31 @@ def _compute(load, sets, settings, keys, payloads) -> dict[tuple[int, ...], Eval
     load_seconds = (time.perf_counter() - start) / len(sets)
     evaluations = evaluate_sets(loaded.model, loaded.tokenizer, settings, sets)
     for s, evaluation in evaluations.items():
+        check_finite(evaluation, loaded.name)  # before anything is cached or written
         evaluation.seconds = {"load": load_seconds, **evaluation.seconds}
         evaluation.cache_key = keys[s]
         evaluation.raw["depthprune"].update(cache_key=keys[s], key=payloads[s], seconds=evaluation.seconds)
     return evaluations
+
+
+def check_finite(evaluation: Evaluation, model_name: str) -> None:
+    """ValueError naming the model, the removed set and the benchmark if a score is not finite.
+
+    A NaN in the weights or an overflow gives NaN log-likelihoods, which lm-eval turns into a
+    plausible accuracy (the first answer wins every argmax) and a perplexity into an empty cell:
+    such a model is broken, and its numbers must not become results.
+    """
+    bad = [f"{m.benchmark} {m.metric}={m.value}" for m in evaluation.metrics if not math.isfinite(m.value)]
+    for row in evaluation.samples or ():
+        if (row["metric"] == "nll_sum" or row["metric"].startswith("loglik_")) and not math.isfinite(row["value"]):
+            bad.append(f"{row['benchmark']} document {row['unit']} {row['metric']}={row['value']}")
+            break
+    if bad:
+        removed = f"without blocks [{format_layers(evaluation.removed)}]" if evaluation.removed else "(dense)"
+        raise ValueError(
+            f"evaluate: model {model_name!r} {removed} gives non-finite scores ({'; '.join(bad[:3])}): "
+            "its weights or computation are broken (NaN/inf); nothing was written"
+        )
 
 
 def metrics_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings):

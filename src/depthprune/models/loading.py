@@ -225,6 +225,7 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
         target = cache_dir / key
         if (target / _READY).exists():
             return str(target)  # converted earlier: the wheel is not needed any more
+        _discard_unfinished(target)  # before a costly assembly: refuse a folder that is not ours
         found = importlib.util.find_spec(embedded.package)
         if found is None or not found.submodule_search_locations:
             raise FileNotFoundError(
@@ -290,10 +291,21 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
 
 
 def _discard_unfinished(target: Path) -> None:
-    """A cache folder without the ready marker is the remains of an old interrupted conversion
-    (the folder is only ever created complete, by ``atomic_dir``); it is ours to delete."""
-    if target.is_dir() and not (target / _READY).exists():
-        shutil.rmtree(target)
+    """Make room for a conversion into ``target``, deleting nothing the tool did not create.
+
+    Conversions appear complete, ready marker included (``atomic_dir``), so a folder without the
+    marker is not one of ours (a user's folder of the same name, say): an empty one is removed,
+    anything else refused with ValueError naming it.
+    """
+    if not (target.exists() or target.is_symlink()) or (target / _READY).exists():
+        return
+    if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
+        target.rmdir()
+        return
+    raise ValueError(
+        f"model cache {target}: exists and is not a model converted by depthprune (no {_READY} file); "
+        "move it away or pass another --model-cache-dir"
+    )
 
 
 # owner/name as on the Hugging Face hub; names may hold dots (meta-llama/Llama-3.1-8B).

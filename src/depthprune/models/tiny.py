@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import torch
-
 TINY_DIMS = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -47,6 +45,9 @@ def make_tiny_model(
 ):
     """Write a deterministic random checkpoint to ``out_dir`` with the tokenizer of ``tokenizer_dir``
     (the loader passes SmolLM2's real one)."""
+    # torch here, not at the top: the workflow's plan-time checks read a tiny spec's depth
+    # (parse_tiny_spec) when the Snakefile is parsed, and must not pay for importing torch.
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)

@@ -472,5 +472,19 @@ def load_aggregate(aggregate_dir: str | Path, tables: Iterable[str] = AGGREGATE_
         missing = [c for c in required[name] if c not in frame.columns]
         if missing:
             raise ValueError(f"{path}: lacks columns {', '.join(missing)}")
+        check_csv_twin(path.with_suffix(".csv"), path, frame)
         frames[name] = frame
     return Aggregate(**frames)
+
+
+def check_csv_twin(csv_path: Path, parquet_path: Path, frame: pd.DataFrame) -> None:
+    """The CSV a person reads and the Parquet the render reads must say the same: ``write_aggregate``
+    writes both from one frame, so the CSV must be exactly that frame's CSV text. A truncated or
+    hand-edited twin is an error naming both files (a missing CSV is not: the Parquet is the source)."""
+    if not csv_path.exists():
+        return
+    if csv_path.read_text(encoding="utf-8") != frame.to_csv(index=False):
+        raise ValueError(
+            f"{csv_path}: differs from its twin {parquet_path.name}, from which it was written (truncated or "
+            "edited by hand?); run `depthprune aggregate` (snakemake aggregate) again to rewrite both"
+        )

@@ -78,13 +78,36 @@ def open_study(path: Path, name: str, seed: int, params: dict) -> optuna.Study:
         n_ei_candidates=params["n_ei_candidates"],
         multivariate=params["multivariate"],
     )
-    storage = optuna.storages.RDBStorage(f"sqlite:///{path}", engine_kwargs={"creator": lambda: _connect_sqlite(path)})
-    return optuna.create_study(
-        study_name=name,
-        storage=storage,
-        sampler=sampler,
-        direction="minimize",
-        load_if_exists=True,
+    try:
+        storage = optuna.storages.RDBStorage(
+            f"sqlite:///{path}", engine_kwargs={"creator": lambda: _connect_sqlite(path)}
+        )
+        return optuna.create_study(
+            study_name=name,
+            storage=storage,
+            sampler=sampler,
+            direction="minimize",
+            load_if_exists=True,
+        )
+    except Exception as err:  # SQLAlchemy wraps SQLite's error (its .orig)
+        cause = getattr(err, "orig", None)
+        if not isinstance(cause, sqlite3.Error):
+            raise
+        raise study_error(path, cause) from err
+
+
+def study_error(path: Path, err: sqlite3.Error) -> ValueError:
+    """A corrupt study is the search's own scratch state (--recompute starts a new one); an I/O
+    error (disk full, ulimit -f, permissions) is said as such, since the study may be intact."""
+    name = getattr(err, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in str(err) or "malformed" in str(err):
+        return ValueError(
+            f"{path}: not a readable BO study ({err}); it is this search's scratch state: rerun the search "
+            "with --recompute to start a new study"
+        )
+    return ValueError(
+        f"{path}: I/O error on the BO study SQLite file ({err}{', ' + name if name else ''}): check free disk "
+        "space, the file size limit (ulimit -f) and permissions; the study itself may be intact, keep it"
     )
 
 

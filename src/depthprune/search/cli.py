@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from typing import Any
 
 import yaml
@@ -150,7 +151,12 @@ def run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace) -> int:
     from depthprune.calibration.objectives import load_calibration_samples
     from depthprune.engine.scoring import score_heldout
-    from depthprune.search.runner import clear_workdir, run_search, write_outputs  # pandas: only when a search runs
+    from depthprune.search.runner import (  # pandas: only when a search runs
+        claim_workdir,
+        clear_workdir,
+        run_search,
+        write_outputs,
+    )
 
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
@@ -172,7 +178,8 @@ def _run_locked(args: argparse.Namespace) -> int:
             heldout=args.heldout_samples,
         )
     if args.recompute:
-        clear_workdir(args.workdir)  # the BO study: this search's own cache
+        clear_workdir(args.workdir)  # the BO study: this search's own cache (refused if not its folder)
+    claim_workdir(args.workdir)
     loaded = load_model_from_args(args)
     evaluator = build_evaluator(args, loaded, samples=samples)
     validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
@@ -200,6 +207,15 @@ def _run_locked(args: argparse.Namespace) -> int:
             result.heldout["loss"],
             args.heldout_samples,
             result.heldout["seconds"],
+        )
+    losses = {"selected set's loss": result.loss}
+    if result.heldout is not None:
+        losses["held-out loss"] = result.heldout["loss"]
+    bad = [f"{what} {value}" for what, value in losses.items() if not math.isfinite(value)]
+    if bad:
+        raise ValueError(
+            f"search: model {loaded.name!r} gives a non-finite {', '.join(bad)} for removed set "
+            f"[{format_layers(result.removed)}]: its weights or computation are broken (NaN/inf); nothing was written"
         )
     write_outputs(result, loaded.name, calibration_label(args), args.out_selection, args.out_trace)
     print(

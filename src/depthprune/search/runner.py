@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,13 +42,48 @@ def workdir_lock(workdir: str | Path):
     return locking.exclusive(Path(workdir) / WORKDIR_LOCK, f"search workdir {workdir}")
 
 
+# Written into a workdir the search created (or found empty): only a folder carrying it may be
+# emptied by --recompute, so `--workdir .` or a typo never deletes the user's files.
+WORKDIR_MARKER = "depthprune-workdir"
+# What a search leaves in its workdir (the lock, the BO study, SQLite's side files): a folder
+# holding nothing else is a workdir of a search from before the marker existed.
+_WORKDIR_ENTRY = re.compile(rf"^({re.escape(WORKDIR_LOCK)}|bo_study\.sqlite3(\.lock|-journal|-wal|-shm)?)$")
+
+
+def claim_workdir(workdir: str | Path) -> None:
+    """Mark ``workdir`` as the search's own if nothing else is in it (new, empty or only the
+    search's files); a folder with other files stays unmarked, so --recompute will refuse it."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if (workdir / WORKDIR_MARKER).is_file():
+        return
+    if all(_WORKDIR_ENTRY.match(entry.name) for entry in workdir.iterdir()):
+        (workdir / WORKDIR_MARKER).write_text(
+            "scratch folder of `depthprune search`; --recompute empties it\n", encoding="utf-8"
+        )
+
+
 def clear_workdir(workdir: str | Path) -> None:
     """Delete a search's scratch state (``--recompute``), keeping the lock file this process holds:
-    deleted, the next process would create and lock a new file under the same name beside us."""
+    deleted, the next process would create and lock a new file under the same name beside us.
+
+    Only a folder the search created is emptied (it holds ``WORKDIR_MARKER``, or nothing but the
+    search's own files); any other folder is refused with ValueError before anything is deleted.
+    """
     import shutil
 
-    for entry in Path(workdir).iterdir() if Path(workdir).is_dir() else ():
-        if entry.name == WORKDIR_LOCK:
+    workdir = Path(workdir)
+    if not workdir.is_dir():
+        return
+    entries = list(workdir.iterdir())
+    if not (workdir / WORKDIR_MARKER).is_file() and not all(_WORKDIR_ENTRY.match(e.name) for e in entries):
+        raise ValueError(
+            f"--workdir {workdir}: --recompute would empty this folder, but it was not created by "
+            f"`depthprune search` (no {WORKDIR_MARKER} file) and holds other files; "
+            "pass a folder of its own as --workdir"
+        )
+    for entry in entries:
+        if entry.name in (WORKDIR_LOCK, WORKDIR_MARKER):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
