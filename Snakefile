@@ -40,9 +40,10 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/render.smk"
 
 
-# Light jobs that read results and draw: on a cluster executor they run on the submit host instead
+# Light jobs that write settings, read results and draw: on a cluster executor they run on the submit host instead
 # of queueing as cluster jobs (seconds of work against a job's Snakemake start-up).
 localrules:
+    evaluation_settings,
     aggregate,
     render,
     calibration_size,
