@@ -80,6 +80,23 @@ def test_full_results_folder_is_one_line(tmp_path):
     assert not out.exists() and not list(tmp_path.glob(".profile.yaml.*"))
 
 
+def test_weights_that_cannot_be_written_are_one_line(monkeypatch, capsys):
+    """A fresh clone under `ulimit -f` first fails while writing the tiny model's weights, where
+    safetensors raises its own SafetensorError, not an OSError: still one line and exit 2."""
+    from safetensors import SafetensorError
+
+    from depthprune import plan_cli
+
+    def fail(args):
+        raise SafetensorError("Error while serializing: I/O error: File too large (os error 27)")
+
+    monkeypatch.setattr(plan_cli, "run", fail)
+    assert main(["plan", "--configfile", "config/smoke.yaml", "--throughput", "10"]) == 2
+    error = one_error(capsys)
+    assert "depthprune plan: error: I/O error while writing model weights:" in error
+    assert "File too large" in error
+
+
 def test_render_into_a_folder_it_cannot_make_is_one_line(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("")

@@ -104,6 +104,12 @@ def _run(args) -> int:
         log.error("depthprune %s: error: %s", args.command, describe_os_error(err))
         return 2
     except Exception as err:
+        if _is_weights_io_error(err):
+            # safetensors reports a failed write of model weights (a converted or tiny model, an
+            # export) as its own error type, not an OSError: the same one line, exit 2.
+            log.debug("error details", exc_info=True)
+            log.error("depthprune %s: error: I/O error while writing model weights: %s", args.command, err)
+            return 2
         if isinstance(err, sqlite3.Error) and str(getattr(err, "sqlite_errorname", "")).startswith(_SQLITE_ENVIRONMENT):
             log.debug("error details", exc_info=True)
             log.error("depthprune %s: error: I/O error on an SQLite file (memo, BO study): %s", args.command, err)
@@ -111,6 +117,12 @@ def _run(args) -> int:
         # A bug, not bad input: the traceback goes to stderr and to the rule's log once, exit 1.
         log.exception("depthprune %s failed", args.command)
         return 1
+
+
+def _is_weights_io_error(err: Exception) -> bool:
+    """safetensors' SafetensorError for an I/O failure ("... I/O error: File too large (os error 27)"),
+    recognised by name so that this module never imports safetensors."""
+    return type(err).__name__ == "SafetensorError" and "I/O error" in str(err)
 
 
 def describe_os_error(err: OSError) -> str:
