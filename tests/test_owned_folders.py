@@ -76,6 +76,7 @@ def test_recompute_refuses_to_empty_a_folder_it_did_not_create(
     assert_user_files_kept(project)
     assert not (tmp_path / "out" / "selection.json").exists()
     assert not (project / WORKDIR_MARKER).exists()  # a plain run must not mark it either (it never did)
+    assert not (project / "search.lock").exists()  # nor leave its lock in the user's folder
 
 
 def test_search_marks_its_workdir_and_recompute_empties_it(tiny_model_dir, data_dir, prior_path, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -140,12 +141,21 @@ def heldout_objective(args: argparse.Namespace, loaded, samples):
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthprune.search.runner import workdir_lock
+    from depthprune.search.runner import WORKDIR_LOCK, WORKDIR_MARKER, workdir_lock
 
     # First of all: a second process on this workdir (an orphaned job of a killed Snakemake still
     # running, say) fails at once instead of sharing its BO study or deleting it (--recompute).
-    with workdir_lock(args.workdir):
-        return _run_locked(args)
+    lock = Path(args.workdir) / WORKDIR_LOCK
+    had_lock = lock.exists()
+    try:
+        with workdir_lock(args.workdir):
+            return _run_locked(args)
+    except Exception:
+        # A search that failed or was refused in a folder that is not its own (`--workdir .`)
+        # leaves nothing there: the lock file it created goes with it.
+        if not had_lock and not (Path(args.workdir) / WORKDIR_MARKER).exists():
+            lock.unlink(missing_ok=True)
+        raise
 
 
 def _run_locked(args: argparse.Namespace) -> int:
