@@ -132,7 +132,7 @@ def test_statistics_across_seeds():
 def test_nulls_draw_from_the_unprotected_blocks_and_held_out_loss_is_summarised():
     """Under `protect: boundary` random sets come from n_layers − 2 candidates; the held-out loss is
     averaged over the draws like the calibration loss."""
-    from depthprune.reporting.nulls import expected_random_jaccard
+    from depthprune.reporting.statistics.nulls import expected_random_jaccard
 
     summary = synthetic_summary()
     pruned = summary["algorithm"] != "dense"
@@ -152,7 +152,7 @@ def test_nulls_draw_from_the_unprotected_blocks_and_held_out_loss_is_summarised(
 
 
 def test_draw_bootstrap_interval_of_the_mean_jaccard():
-    from depthprune.reporting.nulls import draw_bootstrap_mean_jaccard
+    from depthprune.reporting.statistics.nulls import draw_bootstrap_mean_jaccard
 
     # Identical draws: every resample's mean is 1.
     assert draw_bootstrap_mean_jaccard([{1, 2}] * 4) == (1.0, 1.0)

@@ -26,8 +26,8 @@ from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
 from depthprune.reporting import cli as reporting_cli
 from depthprune.reporting.aggregate import aggregate, collect_samples, write_aggregate, write_samples
 from depthprune.reporting.base_study import BASE_STUDY_RECORD, merge_base_study
-from depthprune.reporting.bootstrap import document_replicates
-from depthprune.reporting.decomposition import (
+from depthprune.reporting.statistics.bootstrap import document_replicates
+from depthprune.reporting.verdicts.decomposition import (
     MEAN_OVER_ALGORITHMS,
     decomposition_table,
     random_pairs_mean_jaccard,
@@ -233,7 +233,7 @@ def test_removed_sets_within_across_and_exact_permutation_p(three_calibrations):
 
 
 def test_random_pairs_null_matches_the_hypergeometric_expectation():
-    from depthprune.reporting.nulls import expected_random_jaccard
+    from depthprune.reporting.statistics.nulls import expected_random_jaccard
 
     draws = random_pairs_mean_jaccard(28, 7, 7)
     assert draws.mean() == pytest.approx(expected_random_jaccard(28, 7), abs=0.005)

@@ -15,8 +15,15 @@ from depthprune.reporting.analysis import (
     pairwise_jaccard,
     spearman_table,
 )
-from depthprune.reporting.bootstrap import two_way
-from depthprune.reporting.table_format import Column, ReportTable, fmt_fraction, to_csv_frame, to_latex, to_markdown
+from depthprune.reporting.statistics.bootstrap import two_way
+from depthprune.reporting.tables.table_format import (
+    Column,
+    ReportTable,
+    fmt_fraction,
+    to_csv_frame,
+    to_latex,
+    to_markdown,
+)
 
 
 def test_jaccard_known_values():

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection, PathCollection, QuadMesh
 
-from depthprune.reporting import figure1 as figure1_module
-from depthprune.reporting import figure2 as figure2_module
-from depthprune.reporting import figure3 as figure3_module
+from depthprune.reporting.figures import figure1 as figure1_module
+from depthprune.reporting.figures import figure2 as figure2_module
+from depthprune.reporting.figures import figure3 as figure3_module
 from depthprune.reporting.style import CALIBRATION_COLOURS
 
 ALGORITHMS = ("one_shot", "greedy", "beam")
@@ -72,9 +72,9 @@ def render_all(frames: dict[str, pd.DataFrame], out) -> list:
 RENDER_IN_FRESH_PROCESS = """
 import sys
 import pandas as pd
-from depthprune.reporting.figure1 import figure1
-from depthprune.reporting.figure2 import figure2
-from depthprune.reporting.figure3 import figure3
+from depthprune.reporting.figures.figure1 import figure1
+from depthprune.reporting.figures.figure2 import figure2
+from depthprune.reporting.figures.figure3 import figure3
 folder, out = sys.argv[1], sys.argv[2]
 frames = {name: pd.read_pickle(f"{folder}/{name}.pkl") for name in ("selections", "summary", "spearman")}
 figure1(frames["selections"], out)

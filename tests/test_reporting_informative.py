@@ -8,15 +8,15 @@ import pandas as pd
 import pytest
 
 from depthprune.reporting.analysis import calibration_contrast
-from depthprune.reporting.baselines import task_baselines
-from depthprune.reporting.bootstrap import document_replicates
-from depthprune.reporting.decomposition import MEAN_OVER_ALGORITHMS, decomposition_table
-from depthprune.reporting.informative import (
+from depthprune.reporting.statistics.baselines import task_baselines
+from depthprune.reporting.statistics.bootstrap import document_replicates
+from depthprune.reporting.statistics.informative import (
     INFORMATIVE_COLUMN,
     find_informative_tasks,
     informative_view,
     with_informative_average,
 )
+from depthprune.reporting.verdicts.decomposition import MEAN_OVER_ALGORITHMS, decomposition_table
 from test_reporting_statistics import TASKS
 
 N_DOCS = 40

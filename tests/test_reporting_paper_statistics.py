@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from depthprune.reporting.baselines import average_baseline, majority_accuracy, task_baselines
-from depthprune.reporting.bootstrap import document_replicates
-from depthprune.reporting.distinct import distinct_sets, distinct_spearman_table, spearman_exact
-from depthprune.reporting.observations import UNINFORMATIVE, evaluate_observations
-from depthprune.reporting.paper_shifts import FAILS, HOLDS, UNSURE, most
+from depthprune.reporting.statistics.baselines import average_baseline, majority_accuracy, task_baselines
+from depthprune.reporting.statistics.bootstrap import document_replicates
+from depthprune.reporting.statistics.distinct import distinct_sets, distinct_spearman_table, spearman_exact
+from depthprune.reporting.verdicts.observations import UNINFORMATIVE, evaluate_observations
+from depthprune.reporting.verdicts.paper_shifts import FAILS, HOLDS, UNSURE, most
 from test_reporting_statistics import TASKS, samples_for
 
 

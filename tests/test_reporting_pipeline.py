@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from depthprune.reporting import cli as reporting_cli
-from depthprune.reporting.observations import summarise_observations
+from depthprune.reporting.verdicts.observations import summarise_observations
 
 ALGORITHMS = ["one_shot", "greedy", "beam", "ga", "bo", "cbo", "fast_block_select"]
 QUALITY = {"one_shot": 0, "greedy": -3, "beam": 3, "ga": -2, "bo": 2, "cbo": -1, "fast_block_select": 1}

@@ -25,9 +25,9 @@ from depthprune.reporting.analysis import (
     spearman_table,
     with_intervals,
 )
-from depthprune.reporting.bootstrap import document_replicates, interval, range_shifts, spearman_rows
-from depthprune.reporting.observations import FAILS, HOLDS, UNSURE, above, below, evaluate_observations
-from depthprune.reporting.table_format import Column, ReportTable, to_csv_frame
+from depthprune.reporting.statistics.bootstrap import document_replicates, interval, range_shifts, spearman_rows
+from depthprune.reporting.tables.table_format import Column, ReportTable, to_csv_frame
+from depthprune.reporting.verdicts.observations import FAILS, HOLDS, UNSURE, above, below, evaluate_observations
 
 TASKS = [c.removeprefix("acc_") for c in ACCURACY_COLUMNS]
 CORPORA = [c.removeprefix("ppl_") for c in PERPLEXITY_COLUMNS]

@@ -13,14 +13,21 @@ import pandas as pd
 import pytest
 
 from depthprune.reporting.analysis import failed_searches, with_intervals
-from depthprune.reporting.bootstrap import MDD_FACTOR, document_replicates, interval_mc, mdd, resolved
-from depthprune.reporting.nulls import (
+from depthprune.reporting.statistics.bootstrap import MDD_FACTOR, document_replicates, interval_mc, mdd, resolved
+from depthprune.reporting.statistics.nulls import (
     expected_random_jaccard,
     p_value_at_least,
     random_mean_jaccard,
     within_across_permutation,
 )
-from depthprune.reporting.observations import (
+from depthprune.reporting.statistics.power import (
+    BUDGET_MINUTES,
+    evaluation_size,
+    evaluation_size_markdown,
+    largest_fitting_limit,
+    run_minutes,
+)
+from depthprune.reporting.verdicts.observations import (
     FAILS,
     HOLDS,
     UNSURE,
@@ -28,13 +35,6 @@ from depthprune.reporting.observations import (
     below,
     evaluate_observations,
     within_band,
-)
-from depthprune.reporting.power import (
-    BUDGET_MINUTES,
-    evaluation_size,
-    evaluation_size_markdown,
-    largest_fitting_limit,
-    run_minutes,
 )
 from test_reporting_statistics import samples_for
 
@@ -167,7 +167,7 @@ def test_evaluation_size_rule_reads_the_default_cold_run_record():
     pass's limit-dependent minutes, and the slowest VM's seconds ratio over the searches both ran."""
     import re
 
-    from depthprune.reporting import power
+    from depthprune.reporting.statistics import power
 
     record = (REPO / power.COLD_RUN_RECORD).read_text(encoding="utf-8")
     values = dict(re.findall(r"^(\w+)=([\d.]+)$", record, flags=re.M))
@@ -233,7 +233,7 @@ def test_failed_searches_are_flagged():
 def test_committed_verdicts_do_not_depend_on_the_bootstrap_seed():
     from depthprune.reporting.aggregate import load_aggregate
     from depthprune.reporting.render import load_samples, paper_only
-    from depthprune.reporting.seeds import for_seed, seeds_of
+    from depthprune.reporting.verdicts.seeds import for_seed, seeds_of
 
     aggregate = REPO / "results/aggregate"
     agg = load_aggregate(aggregate, tables=("selections", "summary"))

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from depthprune.reporting.results_page import (
+from depthprune.reporting.pages.results_page import (
     DEFAULT_STUDIES,
     HEADLINE_BEGIN,
     HEADLINE_END,

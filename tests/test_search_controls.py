@@ -206,7 +206,7 @@ def test_cbo_derivatives_of_a_bfloat16_model_are_float32_ones(tiny_model_dir, da
 def test_prior_artifact_answer():
     import pandas as pd
 
-    from depthprune.reporting.controls import control_comparison, prior_artifact_answer
+    from depthprune.reporting.verdicts.controls import control_comparison, prior_artifact_answer
 
     rows = [
         ("m", "ppl_c4", 7, "one_shot", "1 2 3", 4.0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from depthprune.reporting.two_stage import two_stage
+from depthprune.reporting.statistics.two_stage import two_stage
 
 
 def symmetric(centre: float, half_width: float, n: int = 2000) -> np.ndarray:

@@ -9,7 +9,7 @@
 - §5.2 as the paper measures it: the largest shift of the averages from changing the calibration
   versus from changing the algorithm (``range_statistic``), and the two-way decomposition with
   degrees of freedom and interaction (``variance_decomposition``), over the paper's two calibrations.
-- Intervals from the paired document bootstrap (``reporting/bootstrap.py``) when per-document results exist.
+- Intervals from the paired document bootstrap (``reporting/statistics/bootstrap.py``) when per-document results exist.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def depth_of(group: pd.DataFrame) -> int:
 def agreement_table(selections: pd.DataFrame) -> pd.DataFrame:
     """Table 5 data: one row per (model, M, calibration) with the agreement statistics, the expected
     mean Jaccard of as many random sets of the same size and depth, and the permutation p-value of
-    the observed mean against it (``reporting/nulls.py``)."""
-    from depthprune.reporting.nulls import agreement_null
+    the observed mean against it (``reporting/statistics/nulls.py``)."""
+    from depthprune.reporting.statistics.nulls import agreement_null
 
     rows = []
     pruned = _pruned(selections)
@@ -201,7 +201,7 @@ def spearman_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     left out (``n`` says how many were used); with fewer than three points, or a constant column, ρ
     is NaN. With bootstrap replicates (``reps``), ``rho_ci_low``/``rho_ci_high`` is the 95 % interval.
     """
-    from depthprune.reporting.bootstrap import interval_mc, spearman_rows
+    from depthprune.reporting.statistics.bootstrap import interval_mc, spearman_rows
 
     rows = []
     pruned = sort_frame(summary[summary["algorithm"] != DENSE_ALGORITHM])
@@ -265,7 +265,7 @@ def loss_accuracy_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     fixed per set; the interval resamples the evaluation documents (accuracy) only. Losses of
     different calibrations are on different scales, so there is no pooled row.
     """
-    from depthprune.reporting.bootstrap import interval_mc, spearman_rows
+    from depthprune.reporting.statistics.bootstrap import interval_mc, spearman_rows
 
     columns = ["model", "budget", "calibration", "loss_kind", "n", "n_distinct_sets"]
     columns += ["rho", "rho_ci_low", "rho_ci_high", "p_value", "note"]
@@ -335,7 +335,7 @@ def range_statistic(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     ``ratio`` = calibration / algorithm. Accuracy in points, perplexity in orders of magnitude
     (log10). Intervals from the paired document bootstrap when ``reps`` is given.
     """
-    from depthprune.reporting.bootstrap import range_shifts
+    from depthprune.reporting.statistics.bootstrap import range_shifts
 
     rows = []
     pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
@@ -379,7 +379,7 @@ def range_statistic(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
 
 
 def _range_row(model, budget, response, n_algorithms, obs, rep) -> dict:
-    from depthprune.reporting.bootstrap import interval, interval_mc, mdd, standard_error
+    from depthprune.reporting.statistics.bootstrap import interval, interval_mc, mdd, standard_error
 
     nan2 = (float("nan"), float("nan"))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -416,7 +416,7 @@ def variance_decomposition(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     interaction (df (A−1)(C−1), with one run per cell also the residual), mean squares SS/df, and
     bootstrap intervals of the shares when ``reps`` is given.
     """
-    from depthprune.reporting.bootstrap import interval, interval_mc, two_way
+    from depthprune.reporting.statistics.bootstrap import interval, interval_mc, two_way
 
     rows = []
     pruned = summary[summary["algorithm"] != DENSE_ALGORITHM]
@@ -533,7 +533,7 @@ def with_intervals(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
     """The summary plus 95 % intervals of the averages and each algorithm's difference to one-shot
     (same model, calibration and M; paired: the same resampled documents for both), that
     difference's ``mdd`` (80 % power, from its paired bootstrap SE) and ``failed_search``."""
-    from depthprune.reporting.bootstrap import interval, mdd, standard_error
+    from depthprune.reporting.statistics.bootstrap import interval, mdd, standard_error
 
     out = summary.copy()
     out["failed_search"] = failed_searches(out)
@@ -618,9 +618,9 @@ def calibration_contrast(
     power (``bootstrap.mdd``). ``baseline`` (``baselines.average_baseline``: the larger of chance
     and the majority answer, per task) gives ``tlm_minus_baseline`` and ``tlm_vs_baseline`` the same
     way; without it the baseline is chance. ``chance`` replaces the six tasks' chance level (an
-    average over other tasks, such as the informative tasks of ``reporting/informative.py``).
+    average over other tasks, such as the informative tasks of ``reporting/statistics/informative.py``).
     """
-    from depthprune.reporting.bootstrap import interval, mdd, standard_error
+    from depthprune.reporting.statistics.bootstrap import interval, mdd, standard_error
 
     columns = [
         "model",

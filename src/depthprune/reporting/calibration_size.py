@@ -12,7 +12,7 @@ size, M and algorithm, across seeds:
 - ``jaccard_random`` / ``jaccard_p_value``: the same statistic's expectation for as many uniform
   random sets of the same size drawn from the searches' candidates (``n_candidates``: the blocks less
   the protected ones; exact), the central 95 % range of that null (``jaccard_random_lo`` / ``_hi``,
-  simulated) and the simulated permutation p-value of ``jaccard_mean`` against it (reporting/nulls.py);
+  simulated) and the simulated permutation p-value of ``jaccard_mean`` against it (reporting/statistics/nulls.py);
 - ``loss_mean`` / ``loss_std``: the calibration loss of the found set (docs/method.md §2; comparable
   across seeds of one size, not across objectives); ``heldout_loss_mean`` / ``_std`` / ``_min`` /
   ``_max``: the same objective on the fixed held-out draw (one draw for every size and seed, so
@@ -22,7 +22,7 @@ size, M and algorithm, across seeds:
   spread over seeds (min–max); a study that evaluates only WikiText-2 reports its perplexity there
   instead (``perplexity_of``); and, from the per-document results, a 95 % paired-bootstrap interval
   over the evaluation documents of the same mean over seeds (``avg_accuracy_lo``/``_hi``,
-  ``avg_perplexity_lo``/``_hi``; reporting/bootstrap.py, docs/method.md §7);
+  ``avg_perplexity_lo``/``_hi``; reporting/statistics/bootstrap.py, docs/method.md §7);
 - ``acc_minus_ppl`` (TLM rows): that mean accuracy minus the perplexity calibration's at its largest
   size (``versus_ppl_size``; same model, M and algorithm), with its paired interval over the same
   documents (``acc_minus_ppl_lo`` / ``_hi``): the paper's §5.2 comparison at each TLM size.
@@ -51,8 +51,8 @@ from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import calibration_kind
 from depthprune.reporting.analysis import depth_of
-from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates, interval
-from depthprune.reporting.nulls import agreement_null, draw_bootstrap_mean_jaccard, random_mean_jaccard_range
+from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates, interval
+from depthprune.reporting.statistics.nulls import agreement_null, draw_bootstrap_mean_jaccard, random_mean_jaccard_range
 from depthprune.reporting.style import (
     algorithm_marker,
     algorithm_name,
@@ -63,7 +63,7 @@ from depthprune.reporting.style import (
     ordered_algorithms,
     save_figure,
 )
-from depthprune.reporting.table_format import (
+from depthprune.reporting.tables.table_format import (
     Column,
     ReportTable,
     fmt_fraction,

@@ -208,7 +208,7 @@ def run_calibration_size(args: argparse.Namespace) -> int:
 
 
 def run_results_page(args: argparse.Namespace) -> int:
-    from depthprune.reporting.results_page import DEFAULT_STUDIES, write_results_page
+    from depthprune.reporting.pages.results_page import DEFAULT_STUDIES, write_results_page
 
     path = write_results_page(args.repo, args.out, tuple(args.studies or DEFAULT_STUDIES))
     print(f"results-page: {path}")

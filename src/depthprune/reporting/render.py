@@ -4,14 +4,14 @@ Layout under ``out_dir``: ``figure{1,2,3}.{pdf,png}``; ``tables/table{1..5}[_<mo
 ``tables/`` analyses (``jaccard_pairs.csv``, ``jaccard_summary.csv``, ``spearman.csv``,
 ``variance_decomposition.csv``, ``range_statistic.csv``, ``calibration_contrast.csv``: TLM- against
 perplexity-pruned models and chance, ``loss_accuracy.csv``: ρ(search loss, accuracy),
-``evaluation_size.csv``: the power rule of ``reporting/power.py``; ``informative_tasks.csv``,
+``evaluation_size.csv``: the power rule of ``reporting/statistics/power.py``; ``informative_tasks.csv``,
 ``calibration_contrast_informative.csv`` and ``loss_accuracy_informative.csv``: the
-informative-task sensitivity of reporting/informative.py; with the cross-control
+informative-task sensitivity of reporting/statistics/informative.py; with the cross-control
 ``ppl_cs170k``, ``calibration_decomposition{,_sets}.csv`` and ``decomposition.{pdf,png}``:
-reporting/decomposition.py),
+reporting/verdicts/decomposition.py),
 ``tables/observations.{md,csv}`` and
 ``tables/paper_comparison.{md,csv}``. Intervals come from the paired document bootstrap over
-``results/aggregate/samples.parquet`` (``reporting/bootstrap.py``).
+``results/aggregate/samples.parquet`` (``reporting/statistics/bootstrap.py``).
 """
 
 from __future__ import annotations
@@ -33,23 +33,27 @@ from depthprune.reporting.analysis import (
     variance_decomposition,
     with_intervals,
 )
-from depthprune.reporting.baselines import average_baseline, task_baselines
-from depthprune.reporting.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
-from depthprune.reporting.controls import control_comparison, prior_artifact_answer
-from depthprune.reporting.decomposition import decomposition_table, has_cross_control, set_decomposition_table
-from depthprune.reporting.distinct import distinct_spearman_table
-from depthprune.reporting.figure1 import figure1
-from depthprune.reporting.figure2 import figure2
-from depthprune.reporting.figure3 import figure3
-from depthprune.reporting.figure_decomposition import figure_decomposition
-from depthprune.reporting.figure_seeds import figure_seeds
-from depthprune.reporting.informative import (
+from depthprune.reporting.figures.figure1 import figure1
+from depthprune.reporting.figures.figure2 import figure2
+from depthprune.reporting.figures.figure3 import figure3
+from depthprune.reporting.figures.figure_decomposition import figure_decomposition
+from depthprune.reporting.figures.figure_seeds import figure_seeds
+from depthprune.reporting.statistics.baselines import average_baseline, task_baselines
+from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
+from depthprune.reporting.statistics.distinct import distinct_spearman_table
+from depthprune.reporting.statistics.informative import (
     contrast_pairs,
     find_informative_tasks,
     informative_view,
     with_informative_average,
 )
-from depthprune.reporting.observations import (
+from depthprune.reporting.statistics.power import evaluation_size, evaluation_size_markdown
+from depthprune.reporting.statistics.two_stage import gap_replicates, seeds_two_stage_table
+from depthprune.reporting.style import CONTROL_ALGORITHMS
+from depthprune.reporting.tables.paper_tables import TABLE_NAMES, build_tables, write_tables
+from depthprune.reporting.verdicts.controls import control_comparison, prior_artifact_answer
+from depthprune.reporting.verdicts.decomposition import decomposition_table, has_cross_control, set_decomposition_table
+from depthprune.reporting.verdicts.observations import (
     DEFAULT_COMPARABLE_BAND,
     DEFAULT_STRONG_RHO,
     evaluate_observations,
@@ -59,11 +63,7 @@ from depthprune.reporting.observations import (
     paper_comparison,
     paper_comparison_markdown,
 )
-from depthprune.reporting.power import evaluation_size, evaluation_size_markdown
-from depthprune.reporting.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
-from depthprune.reporting.style import CONTROL_ALGORITHMS
-from depthprune.reporting.tables import TABLE_NAMES, build_tables, write_tables
-from depthprune.reporting.two_stage import gap_replicates, seeds_two_stage_table
+from depthprune.reporting.verdicts.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM, calibration_kind
-from depthprune.reporting.bootstrap import CONFIDENCE, interval
+from depthprune.reporting.statistics.bootstrap import CONFIDENCE, interval
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 TWO_STAGE_SEED = 20_261_205  # the seed stage's generator: fixed, as the nulls' (nulls.NULL_SEED)

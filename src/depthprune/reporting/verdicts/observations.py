@@ -2,12 +2,12 @@
 
 Every row of ``observations.csv`` is one statistic: ``claim, scope, statistic, value, ci_low,
 ci_high, ci_low_mc_se, ci_high_mc_se, null_value, p_value, paper_value, verdict, note``. Intervals
-are 95 % paired document-bootstrap intervals (``reporting/bootstrap.py``) with the Monte-Carlo
+are 95 % paired document-bootstrap intervals (``reporting/statistics/bootstrap.py``) with the Monte-Carlo
 standard error of each end; without per-document results they are empty and a verdict rests on
 the point value. Verdicts are ``holds``, ``does not hold`` or ``inconclusive`` (the interval
 straddles the threshold, or an end lies within Monte-Carlo error of it: ``bootstrap.resolved``);
 ``descriptive`` rows carry a number but no test. ``null_value`` is what random sets of the same
-size and depth give, ``p_value`` the permutation p-value against it (``reporting/nulls.py``).
+size and depth give, ``p_value`` the permutation p-value against it (``reporting/statistics/nulls.py``).
 Only the paper's two calibrations (ppl_c4, tlm_cs170k) enter §5.2 and §5.3 verdicts.
 
 1. §5.1 Calibration reshapes the pruned sets: in a (model, M) cell, sets of different algorithms
@@ -16,15 +16,15 @@ Only the paper's two calibrations (ppl_c4, tlm_cs170k) enter §5.2 and §5.3 ver
    p ≤ ALPHA, does not hold when ≤ 0, else inconclusive. With several seeds, a t-interval of the
    difference across seeds. The within-calibration means stand beside the paper's 0.63 / 0.36 /
    0.51 and beside the random-set null.
-2. §5.2 with the paper's own statistics (``reporting/paper_shifts.py``). Perplexity: the calibration
+2. §5.2 with the paper's own statistics (``reporting/verdicts/paper_shifts.py``). Perplexity: the calibration
    shift per (model, M, algorithm) and the algorithm spread per (model, M, calibration), in orders
    of magnitude, each half holding in "most" (more than half, ours) conditions; failed searches
    flagged, and a sensitivity without them. Accuracy: the largest shift from each factor pooled by
    the max over cells, "comparable" when the ratio's interval lies in [1/band, band] (ours). Each
-   claim carries its null pass probability (``reporting/noise_null.py``): above
+   claim carries its null pass probability (``reporting/statistics/noise_null.py``): above
    UNINFORMATIVE_LEVEL a passing verdict is ``uninformative``. The per-cell ranges, the two-way
    decomposition and the per-df reading are descriptive rows beside them.
-3. §5.3 on distinct removed sets (``reporting/distinct.py``). ρ = Spearman(avg perplexity, avg
+3. §5.3 on distinct removed sets (``reporting/statistics/distinct.py``). ρ = Spearman(avg perplexity, avg
    accuracy) on raw values, as the paper's Figure 3: a NEGATIVE ρ means lower perplexity goes with
    higher accuracy (alignment). Per cell ρ, the number of distinct sets and the exact permutation p
    are descriptive; the claims are judged across cells as the paper states them: TLM pruning
@@ -55,18 +55,22 @@ from depthprune.reporting.analysis import (
     variance_decomposition,
     without_failed_searches,
 )
-from depthprune.reporting.bootstrap import resolved
-from depthprune.reporting.distinct import distinct_sets, distinct_spearman_table, null_distribution
-from depthprune.reporting.noise_null import UNINFORMATIVE_LEVEL, exceeds_noise, pass_probability, unit_scores
-from depthprune.reporting.nulls import expected_random_jaccard, pooled_agreement_null, within_across_permutation
-from depthprune.reporting.paper_shifts import (
+from depthprune.reporting.statistics.bootstrap import resolved
+from depthprune.reporting.statistics.distinct import distinct_sets, distinct_spearman_table, null_distribution
+from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL, exceeds_noise, pass_probability, unit_scores
+from depthprune.reporting.statistics.nulls import (
+    expected_random_jaccard,
+    pooled_agreement_null,
+    within_across_permutation,
+)
+from depthprune.reporting.style import PAPER_CALIBRATIONS
+from depthprune.reporting.verdicts.paper_shifts import (
     accuracy_decision,
     cell_grids,
     perplexity_conditions,
     perplexity_decision,
     regrid,
 )
-from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 # ratio of the calibration shift to the algorithm shift inside [1/2, 2] counts as "comparable": the
 # paper's own 5.76 vs 7.51 (ratio 0.77) is, and a shift twice the other is the smallest we would call
@@ -185,7 +189,7 @@ class Observations:
     verdicts: dict[str, str]  # claim -> overall verdict
     settings: dict
     remarks: dict[str, list[str]] = field(default_factory=dict)  # claim -> sentences for observations.md
-    # informative-task sensitivity (reporting/informative.py): the task list, and per accuracy
+    # informative-task sensitivity (reporting/statistics/informative.py): the task list, and per accuracy
     # verdict (label, verdict on all six tasks, verdict on the informative tasks)
     informative: object | None = None  # informative.InformativeTasks
     sensitivity: list[tuple[str, str, str]] = field(default_factory=list)
@@ -603,13 +607,13 @@ def _perplexity_noise_p(samples: pd.DataFrame, runs: pd.DataFrame, kind: str) ->
 
 
 def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> tuple[list[dict], str]:
-    """§5.3 on distinct removed sets (``reporting/distinct.py``): per cell ρ, its number of distinct
+    """§5.3 on distinct removed sets (``reporting/statistics/distinct.py``): per cell ρ, its number of distinct
     sets, exact permutation p and bootstrap interval (descriptive); the claims judged as the paper
     states them, across cells: TLM pruning positive in every cell, perplexity pruning negative in
     most cells with a weak median (−strong_rho < median < 0). Beside each claim verdict, the chance
     that it passes when perplexity and accuracy are unrelated in every cell (each cell's exact
     permutation distribution)."""
-    from depthprune.reporting.bootstrap import interval_mc, spearman_rows
+    from depthprune.reporting.statistics.bootstrap import interval_mc, spearman_rows
 
     table = distinct_spearman_table(summary)
     table = table[table["calibration"].isin(PAPER_CALIBRATIONS)]
@@ -746,11 +750,11 @@ def observe_informative(
     samples: pd.DataFrame | None,
     main_rows: list[dict],
 ) -> tuple[list[dict], list[tuple[str, str, str]]]:
-    """Every accuracy verdict recomputed on the informative-task average (``reporting/informative.py``):
+    """Every accuracy verdict recomputed on the informative-task average (``reporting/statistics/informative.py``):
     §5.2 accuracy (the pooled shift ratio in the band, with its null pass probability on the same
     tasks) and §5.3's claims across cells. Rows are scoped ``…, informative tasks`` (sensitivity: not
     in the claims' verdicts); the second value pairs each verdict with the main one."""
-    from depthprune.reporting.informative import informative_view
+    from depthprune.reporting.statistics.informative import informative_view
 
     if not any(found.tasks.values()):
         return [], []
@@ -958,7 +962,7 @@ def observations_markdown(obs: Observations) -> str:
 def informative_markdown(obs: Observations) -> list[str]:
     """The "Informative tasks" section: the task list, its per-task table and each accuracy verdict
     on all six tasks beside its verdict on the informative tasks."""
-    from depthprune.reporting.informative import informative_tasks_markdown
+    from depthprune.reporting.statistics.informative import informative_tasks_markdown
 
     found = obs.informative
     lines = [

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from depthprune.reporting.bootstrap import MDD_FACTOR
+from depthprune.reporting.statistics.bootstrap import MDD_FACTOR
 
 TARGET_POINTS = 3.0  # the paper's smallest effect of interest: BO's +2.91 over one-shot (its Table 4)
 # The default study's cold run (config.yaml: [22]'s barrier, held-out scoring, the seven searches,

@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.plotting import empty_figure, marker_legend, scatter_runs
+from depthprune.reporting.figures.plotting import empty_figure, marker_legend, scatter_runs
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     NOTE_COLOUR,
@@ -108,7 +108,7 @@ def _error_bars(ax, row, colour) -> None:
 
     matplotlib's errorbar, not seaborn's: seaborn's axes-level functions compute their own intervals
     from raw observations, while these are paired document-bootstrap intervals computed beforehand
-    (reporting/bootstrap.py, docs/method.md §7).
+    (reporting/statistics/bootstrap.py, docs/method.md §7).
     """
     acc = (getattr(row, "avg_acc_ci_low", float("nan")), getattr(row, "avg_acc_ci_high", float("nan")))
     ppl = (getattr(row, "avg_ppl_ci_low", float("nan")), getattr(row, "avg_ppl_ci_high", float("nan")))

@@ -72,7 +72,7 @@ def set_stability(selections: pd.DataFrame) -> pd.DataFrame:
 def verdicts_by_seed(verdicts: dict[int, dict[str, str]]) -> pd.DataFrame:
     """One row per (claim, seed) and one ``every seed`` row per claim: ``holds`` only if it holds in
     every seed, ``does not hold`` if it fails in every seed, else ``inconclusive``."""
-    from depthprune.reporting.observations import combine
+    from depthprune.reporting.verdicts.observations import combine
 
     rows = []
     claims = sorted({c for v in verdicts.values() for c in v})

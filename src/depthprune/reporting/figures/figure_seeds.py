@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from depthprune.reporting.plotting import empty_figure
+from depthprune.reporting.figures.plotting import empty_figure
+from depthprune.reporting.statistics.two_stage import TWO_STAGE
 from depthprune.reporting.style import EXTRA_COLOURS, OKABE_ITO, TEXT_WIDTH_IN, figure_style, new_figure, save_figure
-from depthprune.reporting.two_stage import TWO_STAGE
 
 SEED_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"], *EXTRA_COLOURS)
 ROW_HEIGHT_IN = 0.45

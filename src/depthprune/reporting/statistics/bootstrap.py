@@ -55,7 +55,7 @@ class Replicates:
     units: dict[str, int] | None = None  # benchmark -> resampled documents / windows
     # benchmark -> (n_resamples, n_runs) replicates of that benchmark alone (NaN where a run lacks it)
     per_benchmark: dict[str, np.ndarray] | None = None
-    # (n_resamples, n_runs) mean over each run's model's informative tasks (reporting/informative.py)
+    # (n_resamples, n_runs) mean over each run's model's informative tasks (reporting/statistics/informative.py)
     informative_avg_accuracy: np.ndarray | None = None
 
     def column(self, row: pd.Series | dict) -> int | None:

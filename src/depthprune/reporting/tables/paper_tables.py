@@ -15,7 +15,7 @@ from depthprune.evaluation.benchmarks import PERPLEXITY, ZERO_SHOT, benchmarks_o
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
 from depthprune.reporting.analysis import agreement_table, sort_frame
 from depthprune.reporting.style import algorithm_name, calibration_name, slug
-from depthprune.reporting.table_format import (
+from depthprune.reporting.tables.table_format import (
     Column,
     ReportTable,
     fmt_fraction,
@@ -250,8 +250,8 @@ def table6(selections: pd.DataFrame) -> ReportTable:
     """The cell-level Jaccard of the paper's Appendix A.2 behind its §5.1 summary (0.63 / 0.36 / 0.51):
     our mean pairwise Jaccard per (calibration, model, M), each calibration closed by the mean over
     its cells, beside the value the paper reports for that calibration."""
-    from depthprune.reporting.nulls import pooled_agreement_null
-    from depthprune.reporting.observations import paper_values
+    from depthprune.reporting.statistics.nulls import pooled_agreement_null
+    from depthprune.reporting.verdicts.observations import paper_values
 
     reported = paper_values()["section_5_1"]["jaccard_within"]
     cells = agreement_table(selections)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from depthprune.reporting.decomposition import HOLDS, MEAN_OVER_ALGORITHMS, STEPS
-from depthprune.reporting.plotting import empty_figure
+from depthprune.reporting.figures.plotting import empty_figure
 from depthprune.reporting.style import OKABE_ITO, TEXT_WIDTH_IN, figure_style, new_figure, save_figure
+from depthprune.reporting.verdicts.decomposition import HOLDS, MEAN_OVER_ALGORITHMS, STEPS
 
 STEP_LABELS = {"data": "data\nC4 → CS170k", "objective": "objective\nppl → TLM", "total": "total"}
 PANELS = {"avg_accuracy": "average accuracy (points)", "log10_avg_perplexity": "log10 average perplexity"}

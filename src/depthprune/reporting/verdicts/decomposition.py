@@ -39,8 +39,8 @@ from depthprune.calibration.specs import cross_control
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
 from depthprune.reporting.analysis import depth_of
-from depthprune.reporting.bootstrap import MC_GUARD, interval_mc, mdd, standard_error
-from depthprune.reporting.nulls import NULL_DRAWS, NULL_SEED, _jaccard, within_across_permutation
+from depthprune.reporting.statistics.bootstrap import MC_GUARD, interval_mc, mdd, standard_error
+from depthprune.reporting.statistics.nulls import NULL_DRAWS, NULL_SEED, _jaccard, within_across_permutation
 from depthprune.reporting.style import algorithm_sort_key
 
 CROSS_CONTROL = cross_control()  # ("ppl_c4", "ppl_cs170k", "tlm_cs170k"), from the calibration registry
@@ -53,7 +53,7 @@ STEPS = {
 }
 COMPARISON = "objective_minus_data"
 # response -> scale (points, orders); informative_avg_accuracy: the mean over the dense model's
-# informative tasks (reporting/informative.py), only when the summary carries it
+# informative tasks (reporting/statistics/informative.py), only when the summary carries it
 RESPONSES = {"avg_accuracy": 100.0, "informative_avg_accuracy": 100.0, "log10_avg_perplexity": 1.0}
 ALPHA = 0.05
 MEAN_OVER_ALGORITHMS = "mean of the algorithms"

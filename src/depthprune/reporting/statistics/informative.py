@@ -1,7 +1,7 @@
 """Informative-task sensitivity (issue 46, docs/method.md §7 "Informative tasks").
 
 A task on which the dense model itself does not beat the task's baseline (max(chance, majority),
-``reporting/baselines.py``) carries no signal about what pruning removes: a pruned model can only
+``reporting/statistics/baselines.py``) carries no signal about what pruning removes: a pruned model can only
 lose what the dense model had. The *informative tasks* of a model are those on which its dense
 accuracy lies above the baseline with a 95 % document-bootstrap interval that excludes it
 (``baselines.informative_tasks``; the dense model's replicates are ``Replicates.per_benchmark``, the
@@ -24,7 +24,7 @@ import pandas as pd
 
 from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
 from depthprune.reporting.aggregate import DENSE_ALGORITHM, TIE_DECIMALS
-from depthprune.reporting.baselines import average_baseline, average_chance, informative_tasks
+from depthprune.reporting.statistics.baselines import average_baseline, average_chance, informative_tasks
 
 INFORMATIVE_COLUMN = "informative_avg_accuracy"
 TASK_COLUMNS = [

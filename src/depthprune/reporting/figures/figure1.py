@@ -17,7 +17,7 @@ from matplotlib.colors import LinearSegmentedColormap
 
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.plotting import empty_figure
+from depthprune.reporting.figures.plotting import empty_figure
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     EMPTY_CELL,

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.plotting import empty_figure, marker_legend, scatter_runs
+from depthprune.reporting.figures.plotting import empty_figure, marker_legend, scatter_runs
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     NOTE_COLOUR,

@@ -30,7 +30,7 @@ import pandas as pd
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
 from depthprune.reporting.analysis import CELL, paper_grid
-from depthprune.reporting.bootstrap import interval, interval_mc, range_shifts
+from depthprune.reporting.statistics.bootstrap import interval, interval_mc, range_shifts
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 ORDER = 1.0  # the paper's "one order of magnitude", both halves

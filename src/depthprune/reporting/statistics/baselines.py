@@ -101,7 +101,7 @@ def informative_tasks(baselines: pd.DataFrame, dense_replicates: dict[str, np.nd
     ``dense``: benchmark -> the dense model's observed accuracy; ``dense_replicates``: benchmark ->
     its bootstrap replicates (1-D). Returns (informative task names in ``baselines``' order, a frame
     with benchmark, dense accuracy, interval, baseline and ``informative``)."""
-    from depthprune.reporting.bootstrap import interval
+    from depthprune.reporting.statistics.bootstrap import interval
 
     rows = []
     for r in baselines.itertuples(index=False):
