@@ -9,7 +9,7 @@ import pandas as pd
 
 from depthprune.evaluation.benchmarks import METRICS_COLUMNS
 from depthprune.reporting.aggregate import HELDOUT_COLUMNS, _selections_frame, build_summary
-from depthprune.reporting.analysis import heldout_gap
+from depthprune.reporting.analysis.frames import heldout_gap
 from depthprune.reporting.tables.paper_tables import table4
 
 

@@ -127,7 +127,7 @@ def test_aggregate_records_each_models_search_space(tmp_path):
     import pandas as pd
 
     from depthprune.reporting.aggregate import add_protected, protected_layers
-    from depthprune.reporting.analysis import depth_of
+    from depthprune.reporting.analysis.frames import depth_of
     from depthprune.workflow import aggregate_protected_args
 
     assert protected_layers("boundary", 30) == (0, 29)

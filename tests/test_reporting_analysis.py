@@ -8,13 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthprune.reporting.analysis import (
-    agreement_stats,
-    full_overlap,
-    jaccard,
-    pairwise_jaccard,
-    spearman_table,
-)
+from depthprune.reporting.analysis.agreement import agreement_stats, full_overlap, jaccard, pairwise_jaccard
+from depthprune.reporting.analysis.correlation import spearman_table
 from depthprune.reporting.statistics.bootstrap import two_way
 from depthprune.reporting.tables.table_format import (
     Column,

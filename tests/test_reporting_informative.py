@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthprune.reporting.analysis import calibration_contrast
+from depthprune.reporting.analysis.contrast import calibration_contrast
 from depthprune.reporting.statistics.baselines import task_baselines
 from depthprune.reporting.statistics.bootstrap import document_replicates
 from depthprune.reporting.statistics.informative import (

@@ -14,8 +14,9 @@ from scipy import stats
 from depthprune.reporting.statistics.baselines import average_baseline, majority_accuracy, task_baselines
 from depthprune.reporting.statistics.bootstrap import document_replicates
 from depthprune.reporting.statistics.distinct import distinct_sets, distinct_spearman_table, spearman_exact
-from depthprune.reporting.verdicts.observations import UNINFORMATIVE, evaluate_observations
+from depthprune.reporting.verdicts.observations import evaluate_observations
 from depthprune.reporting.verdicts.paper_shifts import FAILS, HOLDS, UNSURE, most
+from depthprune.reporting.verdicts.rules import UNINFORMATIVE
 from test_reporting_statistics import TASKS, samples_for
 
 

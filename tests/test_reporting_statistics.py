@@ -16,18 +16,15 @@ from depthprune.reporting.aggregate import (
     TIE_DECIMALS,
     build_summary,
 )
-from depthprune.reporting.analysis import (
-    MEAN_OVER_ALGORITHMS,
-    calibration_contrast,
-    chance_accuracy,
-    loss_accuracy_table,
-    range_statistic,
-    spearman_table,
-    with_intervals,
-)
+from depthprune.reporting.analysis.contrast import MEAN_OVER_ALGORITHMS, calibration_contrast
+from depthprune.reporting.analysis.correlation import loss_accuracy_table, spearman_table
+from depthprune.reporting.analysis.frames import with_intervals
+from depthprune.reporting.analysis.spread import range_statistic
+from depthprune.reporting.statistics.baselines import chance_accuracy
 from depthprune.reporting.statistics.bootstrap import document_replicates, interval, range_shifts, spearman_rows
 from depthprune.reporting.tables.table_format import Column, ReportTable, to_csv_frame
-from depthprune.reporting.verdicts.observations import FAILS, HOLDS, UNSURE, above, below, evaluate_observations
+from depthprune.reporting.verdicts.observations import evaluate_observations
+from depthprune.reporting.verdicts.rules import FAILS, HOLDS, UNSURE, above, below
 
 TASKS = [c.removeprefix("acc_") for c in ACCURACY_COLUMNS]
 CORPORA = [c.removeprefix("ppl_") for c in PERPLEXITY_COLUMNS]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthprune.reporting.analysis import failed_searches, with_intervals
+from depthprune.reporting.analysis.frames import failed_searches, with_intervals
 from depthprune.reporting.statistics.bootstrap import MDD_FACTOR, document_replicates, interval_mc, mdd, resolved
 from depthprune.reporting.statistics.nulls import (
     expected_random_jaccard,
@@ -27,15 +27,8 @@ from depthprune.reporting.statistics.power import (
     largest_fitting_limit,
     run_minutes,
 )
-from depthprune.reporting.verdicts.observations import (
-    FAILS,
-    HOLDS,
-    UNSURE,
-    above,
-    below,
-    evaluate_observations,
-    within_band,
-)
+from depthprune.reporting.verdicts.observations import evaluate_observations
+from depthprune.reporting.verdicts.rules import FAILS, HOLDS, UNSURE, above, below, within_band
 from test_reporting_statistics import samples_for
 
 REPO = Path(__file__).resolve().parents[1]

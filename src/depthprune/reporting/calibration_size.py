@@ -50,7 +50,7 @@ from depthprune.calibration.variants import parse_label
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import calibration_kind
-from depthprune.reporting.analysis import depth_of
+from depthprune.reporting.analysis.frames import depth_of
 from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates, interval
 from depthprune.reporting.statistics.nulls import agreement_null, draw_bootstrap_mean_jaccard, random_mean_jaccard_range
 from depthprune.reporting.style import (

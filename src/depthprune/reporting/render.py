@@ -23,16 +23,11 @@ from pathlib import Path
 
 from depthprune.io import atomic_write_report_csv, atomic_write_text
 from depthprune.reporting.aggregate import SAMPLES, load_aggregate
-from depthprune.reporting.analysis import (
-    calibration_contrast,
-    jaccard_summary,
-    loss_accuracy_table,
-    pairwise_jaccard,
-    range_statistic,
-    spearman_table,
-    variance_decomposition,
-    with_intervals,
-)
+from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
+from depthprune.reporting.analysis.contrast import calibration_contrast
+from depthprune.reporting.analysis.correlation import loss_accuracy_table, spearman_table
+from depthprune.reporting.analysis.frames import with_intervals
+from depthprune.reporting.analysis.spread import range_statistic, variance_decomposition
 from depthprune.reporting.figures.figure1 import figure1
 from depthprune.reporting.figures.figure2 import figure2
 from depthprune.reporting.figures.figure3 import figure3
@@ -51,11 +46,10 @@ from depthprune.reporting.statistics.power import evaluation_size, evaluation_si
 from depthprune.reporting.statistics.two_stage import gap_replicates, seeds_two_stage_table
 from depthprune.reporting.style import CONTROL_ALGORITHMS
 from depthprune.reporting.tables.paper_tables import TABLE_NAMES, build_tables, write_tables
+from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO
 from depthprune.reporting.verdicts.controls import control_comparison, prior_artifact_answer
 from depthprune.reporting.verdicts.decomposition import decomposition_table, has_cross_control, set_decomposition_table
 from depthprune.reporting.verdicts.observations import (
-    DEFAULT_COMPARABLE_BAND,
-    DEFAULT_STRONG_RHO,
     evaluate_observations,
     loss_accuracy_markdown,
     observations_frame,
@@ -64,6 +58,7 @@ from depthprune.reporting.verdicts.observations import (
     paper_comparison_markdown,
 )
 from depthprune.reporting.verdicts.seeds import for_seed, seed_spread, seeds_of, set_stability, verdicts_by_seed
+from depthprune.reporting.verdicts.variance import DEFAULT_COMPARABLE_BAND
 
 log = logging.getLogger(__name__)
 

@@ -105,7 +105,7 @@ def spearman_exact(x, y) -> tuple[float, float, str]:
 def distinct_spearman_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Per (model, M, calibration): ρ(avg perplexity, avg accuracy) over the distinct removed sets,
     their number beside the number of algorithms, and the permutation p-value."""
-    from depthprune.reporting.analysis import sort_frame
+    from depthprune.reporting.analysis.frames import sort_frame
 
     rows = []
     pruned = sort_frame(summary[summary["algorithm"] != DENSE_ALGORITHM])

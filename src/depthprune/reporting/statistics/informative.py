@@ -141,7 +141,7 @@ def informative_tasks_markdown(found: InformativeTasks) -> list[str]:
 def contrast_pairs(contrast: pd.DataFrame, informative_contrast: pd.DataFrame) -> list[tuple[str, str, str]]:
     """calibration_contrast's verdicts for the mean over the algorithms (TLM against perplexity
     pruning, TLM-pruned against the baseline), on all six tasks beside the informative tasks."""
-    from depthprune.reporting.analysis import MEAN_OVER_ALGORITHMS
+    from depthprune.reporting.analysis.contrast import MEAN_OVER_ALGORITHMS
 
     if contrast is None or informative_contrast is None or informative_contrast.empty:
         return []

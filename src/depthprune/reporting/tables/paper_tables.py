@@ -13,7 +13,8 @@ import pandas as pd
 
 from depthprune.evaluation.benchmarks import PERPLEXITY, ZERO_SHOT, benchmarks_of
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.analysis import agreement_table, sort_frame
+from depthprune.reporting.analysis.agreement import agreement_table
+from depthprune.reporting.analysis.frames import sort_frame
 from depthprune.reporting.style import algorithm_name, calibration_name, slug
 from depthprune.reporting.tables.table_format import (
     Column,
@@ -140,7 +141,7 @@ def table4(summary: pd.DataFrame) -> ReportTable:
     extra = _with(frame, ACC_CI) + _with(frame, ("diff_one_shot",)) + _with(frame, DIFF_CI) + _with(frame, ("mdd",))
     extra += _with(frame, ("loss", "failed_search"))
     if "heldout_loss" in frame.columns:  # only studies with held-out scoring: other Table 4s keep their bytes
-        from depthprune.reporting.analysis import heldout_gap
+        from depthprune.reporting.analysis.frames import heldout_gap
 
         frame = heldout_gap(frame)
         extra += ["heldout_loss", "heldout_gap", "overfits"]

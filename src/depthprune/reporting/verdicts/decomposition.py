@@ -38,7 +38,7 @@ import pandas as pd
 from depthprune.calibration.specs import cross_control
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.analysis import depth_of
+from depthprune.reporting.analysis.frames import depth_of
 from depthprune.reporting.statistics.bootstrap import MC_GUARD, interval_mc, mdd, standard_error
 from depthprune.reporting.statistics.nulls import NULL_DRAWS, NULL_SEED, _jaccard, within_across_permutation
 from depthprune.reporting.style import algorithm_sort_key

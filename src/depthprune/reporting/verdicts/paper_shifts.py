@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.analysis import CELL, paper_grid
+from depthprune.reporting.analysis.frames import CELL
+from depthprune.reporting.analysis.spread import paper_grid
 from depthprune.reporting.statistics.bootstrap import interval, interval_mc, range_shifts
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 

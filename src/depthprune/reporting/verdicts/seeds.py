@@ -18,7 +18,8 @@ import pandas as pd
 
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM, KEY
-from depthprune.reporting.analysis import jaccard, sort_frame
+from depthprune.reporting.analysis.agreement import jaccard
+from depthprune.reporting.analysis.frames import sort_frame
 
 SPREAD_COLUMNS = ["loss", "avg_accuracy", "avg_perplexity", "calibration_perplexity", "calibration_accuracy"]
 
@@ -72,7 +73,7 @@ def set_stability(selections: pd.DataFrame) -> pd.DataFrame:
 def verdicts_by_seed(verdicts: dict[int, dict[str, str]]) -> pd.DataFrame:
     """One row per (claim, seed) and one ``every seed`` row per claim: ``holds`` only if it holds in
     every seed, ``does not hold`` if it fails in every seed, else ``inconclusive``."""
-    from depthprune.reporting.verdicts.observations import combine
+    from depthprune.reporting.verdicts.rules import combine
 
     rows = []
     claims = sorted({c for v in verdicts.values() for c in v})
