@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from depthprune.calibration.variants import CalibrationVariant, parse_label, parse_size, study_variants
-from depthprune.reporting.calibration_size import (
+from depthprune.reporting.calibration_size import render_calibration_size
+from depthprune.reporting.statistics.calibration_size import (
     add_bootstrap_intervals,
     calibration_size_table,
     mean_pairwise_jaccard,
-    render_calibration_size,
 )
 
 
