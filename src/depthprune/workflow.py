@@ -613,8 +613,8 @@ def check_study(config: Mapping) -> None:
 def known_depth(entry: Mapping, model_cache_dir: str | Path) -> int | None:
     """The model's number of blocks where a config.json is at hand without loading anything (a
     tiny spec, a converted or local model, the hub cache, the bundled paper configs); else None."""
+    from depthprune.models.config_files import model_config  # reads config.json files only
     from depthprune.models.tiny import parse_tiny_spec
-    from depthprune.plan import model_config  # reads config.json files only
 
     if str(entry["spec"]).startswith("tiny:"):
         return parse_tiny_spec(str(entry["spec"]))[1]  # no config to build
