@@ -226,6 +226,8 @@ def test_failed_searches_are_flagged():
 def test_committed_verdicts_do_not_depend_on_the_bootstrap_seed():
     from depthprune.reporting.aggregate import load_aggregate
     from depthprune.reporting.render import load_samples, paper_only
+    from depthprune.reporting.statistics.baselines import task_baselines
+    from depthprune.reporting.statistics.informative import find_informative_tasks
     from depthprune.reporting.verdicts.seeds import for_seed, seeds_of
 
     aggregate = REPO / "results/aggregate"
@@ -236,7 +238,9 @@ def test_committed_verdicts_do_not_depend_on_the_bootstrap_seed():
     verdicts = {}
     for bootstrap_seed in (0, 2, 4):
         reps = document_replicates(samples, 10_000, bootstrap_seed)
-        obs = evaluate_observations(selections, summary, reps, samples=samples)
+        # as render does: the informative-task sensitivity rows come with the verdicts
+        informative = find_informative_tasks(for_seed(agg.summary, seed), reps, task_baselines(samples))
+        obs = evaluate_observations(selections, summary, reps, samples=samples, informative=informative)
         verdicts[bootstrap_seed] = obs.rows["verdict"].tolist()
     assert verdicts[0] == verdicts[2] == verdicts[4]
     committed = pd.read_csv(REPO / "figures/tables/observations.csv")
