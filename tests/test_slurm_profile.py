@@ -104,7 +104,7 @@ def planned(output: str) -> list[tuple[str, str, str]]:
 
 def test_cluster_dry_run_with_config_on_the_command_line(tmp_path, data_dir):
     """`--config data_dir=X` beside the SLURM profile: every model command still gets
-    --memo-journal delete; no GPU on device: cpu; copy jobs ask for a copy's memory; 40 jobs (config/smoke.yaml's header)."""
+    --memo-journal delete; no GPU on device: cpu; copy jobs ask for a copy's memory; 41 jobs (config/smoke.yaml's header)."""
     jobs = planned(dry_run(tmp_path, data_dir))
     memo_commands = [shell for rule, _, shell in jobs if rule in ("prior", "search")]
     assert len(memo_commands) == 30 and all("--memo-journal delete" in shell for shell in memo_commands)
@@ -112,7 +112,7 @@ def test_cluster_dry_run_with_config_on_the_command_line(tmp_path, data_dir):
     assert model_jobs and all("gpu=0" in res for _, res in model_jobs)
     copies = [res for rule, res in model_jobs if rule in ("evaluate_selections", "evaluate_dense")]
     assert copies and all("mem_mb=2000," in res for res in copies)
-    assert len(jobs) == 40
+    assert len(jobs) == 41
     # A local run of the same study keeps WAL (its results folder is on a local disk here).
     local = planned(dry_run(tmp_path, data_dir, "--executor", "local"))
     assert all("--memo-journal wal" in shell for rule, _, shell in local if rule in ("prior", "search"))
