@@ -135,6 +135,10 @@ RECORDED = {
         # offline lm-eval data). Every finite result is computed and written exactly as before: the
         # checks only read the numbers, so nothing a finished run wrote can differ.
         "d81c7d1043545aff",
+        # The merge of issues 45, 46, 48, 49 and 50 on main: the finite-result checks and the moved
+        # held-out scoring together. Verified as above (the same 89 comparisons against 95416a3, on the
+        # merged main): bitwise equal.
+        "59988aaa42a81d45",
     ),
 }
 
