@@ -48,6 +48,11 @@ STUDIES = {
         "results/tlm_sensitivity/aggregate",
         "figures/tlm_sensitivity",
     ),
+    "cross_control": (
+        ["--configfile", "config/cross_control.yaml"],
+        "results/cross_control/aggregate",
+        "figures/cross_control",
+    ),
 }
 FIGURE_RULES = {"render", "calibration_size", "figures"}
 
