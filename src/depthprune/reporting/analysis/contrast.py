@@ -61,25 +61,14 @@ def calibration_contrast(
         "tlm_minus_baseline_ci_high",
         "tlm_vs_baseline",
     ]
-    kinds = summary["calibration"].map(calibration_kind)
-    paper = summary["calibration"].isin(PAPER_CALIBRATIONS) & (summary["algorithm"] != DENSE_ALGORITHM)
-    ppl, tlm = summary[paper & (kinds == "ppl")], summary[paper & (kinds == "tlm")]
-    pairs = ppl.merge(tlm, on=["model", "budget", "algorithm"], suffixes=("_ppl", "_tlm"))
+    pairs = paper_pairs(summary)
     chance = chance_accuracy() if chance is None else float(chance)
     floor = chance if baseline is None else max(chance, float(baseline))
     rows = []
     for (model, budget), cell in pairs.groupby(["model", "budget"], sort=True):
         cell = cell.sort_values("algorithm", key=lambda s: s.map(algorithm_sort_key), kind="stable")
         acc_ppl, acc_tlm = cell["avg_accuracy_ppl"].to_numpy(float), cell["avg_accuracy_tlm"].to_numpy(float)
-        if reps is not None:
-            runs = {
-                suffix: cell[["model", "budget", "algorithm"]].assign(calibration=cell[f"calibration_{suffix}"])
-                for suffix in ("ppl", "tlm")
-            }
-            rep_ppl = reps.aligned(runs["ppl"], "avg_accuracy")
-            rep_tlm = reps.aligned(runs["tlm"], "avg_accuracy")
-        else:
-            rep_ppl = rep_tlm = np.full((1, len(cell)), np.nan)
+        rep_ppl, rep_tlm = paired_replicates(cell, reps)
         names = list(cell["algorithm"]) + [MEAN_OVER_ALGORITHMS]
         observed = [(acc_ppl[j], acc_tlm[j], rep_ppl[:, j], rep_tlm[:, j]) for j in range(len(cell))]
         observed.append((acc_ppl.mean(), acc_tlm.mean(), rep_ppl.mean(axis=1), rep_tlm.mean(axis=1)))
@@ -115,3 +104,25 @@ def calibration_contrast(
                 }
             )
     return pd.DataFrame(rows, columns=columns)
+
+
+def paper_pairs(summary: pd.DataFrame) -> pd.DataFrame:
+    """Each algorithm's perplexity-pruned and TLM-pruned run under the paper's two calibrations, one
+    row per (model, M, algorithm) run under both (columns suffixed ``_ppl`` and ``_tlm``)."""
+    kinds = summary["calibration"].map(calibration_kind)
+    paper = summary["calibration"].isin(PAPER_CALIBRATIONS) & (summary["algorithm"] != DENSE_ALGORITHM)
+    ppl, tlm = summary[paper & (kinds == "ppl")], summary[paper & (kinds == "tlm")]
+    return ppl.merge(tlm, on=["model", "budget", "algorithm"], suffixes=("_ppl", "_tlm"))
+
+
+def paired_replicates(cell: pd.DataFrame, reps, response: str = "avg_accuracy") -> tuple[np.ndarray, np.ndarray]:
+    """Document replicates of ``response`` for the rows of ``cell`` (rows of ``paper_pairs``):
+    (perplexity-pruned, TLM-pruned), each (B, rows); one NaN row without replicates."""
+    if reps is None:
+        empty = np.full((1, len(cell)), np.nan)
+        return empty, empty
+    runs = {
+        suffix: cell[["model", "budget", "algorithm"]].assign(calibration=cell[f"calibration_{suffix}"])
+        for suffix in ("ppl", "tlm")
+    }
+    return reps.aligned(runs["ppl"], response), reps.aligned(runs["tlm"], response)

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from depthprune.reporting.aggregate import DENSE_ALGORITHM, calibration_kind
 from depthprune.reporting.statistics.bootstrap import CONFIDENCE, interval
-from depthprune.reporting.style import PAPER_CALIBRATIONS
 
 TWO_STAGE_SEED = 20_261_205  # the seed stage's generator: fixed, as the nulls' (nulls.NULL_SEED)
 
@@ -116,22 +114,16 @@ GAP = "TLM − perplexity, mean of the algorithms (points)"
 def gap_replicates(summary, reps) -> dict[tuple[str, int], tuple[float, np.ndarray]]:
     """Per (model, M): the mean over the algorithms run under both of the paper's calibrations of
     TLM-pruned minus perplexity-pruned average accuracy (points), and its document replicates."""
-    kinds = summary["calibration"].map(calibration_kind)
-    paper = summary["calibration"].isin(PAPER_CALIBRATIONS) & (summary["algorithm"] != DENSE_ALGORITHM)
-    ppl, tlm = summary[paper & (kinds == "ppl")], summary[paper & (kinds == "tlm")]
-    pairs = ppl.merge(tlm, on=["model", "budget", "algorithm"], suffixes=("_ppl", "_tlm"))
+    from depthprune.reporting.analysis.contrast import paired_replicates, paper_pairs
+
     out = {}
-    for (model, budget), cell in pairs.groupby(["model", "budget"], sort=True):
+    for (model, budget), cell in paper_pairs(summary).groupby(["model", "budget"], sort=True):
         observed = float((cell["avg_accuracy_tlm"] - cell["avg_accuracy_ppl"]).mean()) * 100
         if reps is None:
             out[(model, int(budget))] = (observed, np.array([observed]))
             continue
-        runs = {
-            suffix: cell[["model", "budget", "algorithm"]].assign(calibration=cell[f"calibration_{suffix}"])
-            for suffix in ("ppl", "tlm")
-        }
-        diff = reps.aligned(runs["tlm"], "avg_accuracy") - reps.aligned(runs["ppl"], "avg_accuracy")
-        out[(model, int(budget))] = (observed, diff.mean(axis=1) * 100)
+        rep_ppl, rep_tlm = paired_replicates(cell, reps)
+        out[(model, int(budget))] = (observed, (rep_tlm - rep_ppl).mean(axis=1) * 100)
     return out
 
 
