@@ -38,9 +38,10 @@ import pandas as pd
 from depthprune.calibration.specs import cross_control
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
+from depthprune.reporting.analysis.agreement import jaccard
 from depthprune.reporting.analysis.frames import depth_of
-from depthprune.reporting.statistics.bootstrap import MC_GUARD, interval_mc, mdd, standard_error
-from depthprune.reporting.statistics.nulls import NULL_DRAWS, NULL_SEED, _jaccard, within_across_permutation
+from depthprune.reporting.statistics.bootstrap import interval_mc, mdd, resolved, standard_error
+from depthprune.reporting.statistics.nulls import NULL_DRAWS, NULL_SEED, within_across_permutation
 from depthprune.reporting.style import algorithm_sort_key
 
 CROSS_CONTROL = cross_control()  # ("ppl_c4", "ppl_cs170k", "tlm_cs170k"), from the calibration registry
@@ -115,16 +116,14 @@ def _replicates(reps, runs: pd.DataFrame, response: str) -> np.ndarray:
 
 def _verdict(lo: float, hi: float, se: float, estimate: float) -> tuple[str, str]:
     """(direction, verdict) of a difference from its interval; an end within MC_GUARD Monte-Carlo
-    standard errors of zero is not resolved."""
+    standard errors of zero is not resolved (bootstrap.resolved)."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "", ""
     direction = "higher" if lo > 0 else "lower" if hi < 0 else "level"
     if direction == "level":
         return direction, INCONCLUSIVE
     end, end_se = (lo, se[0]) if direction == "higher" else (hi, se[1])
-    if np.isfinite(end_se) and abs(end) < MC_GUARD * end_se:
-        return direction, INCONCLUSIVE
-    return direction, HOLDS
+    return direction, HOLDS if resolved(end, end_se, 0.0) else INCONCLUSIVE
 
 
 def decomposition_table(summary: pd.DataFrame, reps=None) -> pd.DataFrame:
@@ -217,11 +216,9 @@ def set_decomposition_table(selections: pd.DataFrame) -> pd.DataFrame:
             if len(algorithms) < 2:
                 continue
             within = [
-                _jaccard(pair[(a, c)], pair[(b, c)])
-                for c in (src, to)
-                for a, b in itertools.combinations(algorithms, 2)
+                jaccard(pair[(a, c)], pair[(b, c)]) for c in (src, to) for a, b in itertools.combinations(algorithms, 2)
             ]
-            across = [_jaccard(pair[(a, src)], pair[(a, to)]) for a in algorithms]
+            across = [jaccard(pair[(a, src)], pair[(a, to)]) for a in algorithms]
             observed, p = within_across_permutation(pair, (src, to))
             null = random_pairs_mean_jaccard(n_candidates, int(budget), len(algorithms))
             significant = np.isfinite(p) and p < ALPHA and observed > 0
