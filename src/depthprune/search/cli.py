@@ -147,15 +147,16 @@ def run(args: argparse.Namespace) -> int:
     # running, say) fails at once instead of sharing its BO study or deleting it (--recompute).
     lock = Path(args.workdir) / WORKDIR_LOCK
     had_lock = lock.exists()
-    try:
-        with workdir_lock(args.workdir):
+    with workdir_lock(args.workdir):
+        try:
             return _run_locked(args)
-    except Exception:
-        # A search that failed or was refused in a folder that is not its own (`--workdir .`)
-        # leaves nothing there: the lock file it created goes with it.
-        if not had_lock and not (Path(args.workdir) / WORKDIR_MARKER).exists():
-            lock.unlink(missing_ok=True)
-        raise
+        except Exception:
+            # A search that failed or was refused in a folder that is not its own (`--workdir .`)
+            # leaves nothing there: the lock file this process created (and holds) goes with it. A
+            # lock another process holds never reaches here (workdir_lock raises first).
+            if not had_lock and not (Path(args.workdir) / WORKDIR_MARKER).exists():
+                lock.unlink(missing_ok=True)
+            raise
 
 
 def _run_locked(args: argparse.Namespace) -> int:
