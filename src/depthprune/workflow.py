@@ -322,7 +322,7 @@ def prior_evaluator_args(config: Mapping, wildcards) -> str:
 SECTION_ORDER = {
     "evaluator": ("token_budget", "state_device", "state_cache_gib", "memo_journal"),
     "evaluation": ("tasks", "limit", "ppl_seq_len", "ppl_max_tokens", "batch_size", "pass_per", "headline_metrics"),
-    "analysis": ("bootstrap_resamples", "bootstrap_seed", "comparable_band", "strong_rho"),
+    "analysis": ("bootstrap_resamples", "bootstrap_seed", "comparable_band", "strong_rho", "seeds_planned"),
 }
 
 

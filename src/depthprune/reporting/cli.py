@@ -89,6 +89,13 @@ def register(subparsers) -> None:
     ren.add_argument(
         "--strong-rho", type=float, default=0.5, help="§5.3: |ρ| above this is a strong correlation (default 0.5)"
     )
+    ren.add_argument(
+        "--seeds-planned",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seeds the study plans: rendered with fewer complete, the cross-seed tables say partial (§10)",
+    )
     ren.set_defaults(func=run_render)
 
     size = subparsers.add_parser(
@@ -194,6 +201,7 @@ def run_render(args: argparse.Namespace) -> int:
         bootstrap_seed=args.bootstrap_seed,
         comparable_band=args.comparable_band,
         strong_rho=args.strong_rho,
+        seeds_planned=args.seeds_planned,
     )
     print(f"render: {len(written)} files -> {args.out}")
     return 0

@@ -43,9 +43,15 @@ from depthprune.reporting.statistics.informative import (
     with_informative_average,
 )
 from depthprune.reporting.statistics.power import evaluation_size, evaluation_size_markdown
-from depthprune.reporting.statistics.two_stage import gap_replicates, seeds_two_stage_table
 from depthprune.reporting.style import CONTROL_ALGORITHMS
 from depthprune.reporting.tables.paper_tables import TABLE_NAMES, build_tables, write_tables
+from depthprune.reporting.verdicts.across_seeds import (
+    decision_markdown,
+    decision_table,
+    rho_cells,
+    sets_across_seeds,
+    two_stage_table,
+)
 from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO
 from depthprune.reporting.verdicts.controls import control_comparison, prior_artifact_answer
 from depthprune.reporting.verdicts.decomposition import decomposition_table, has_cross_control, set_decomposition_table
@@ -157,6 +163,7 @@ def render(
     bootstrap_seed: int = DEFAULT_SEED,
     comparable_band: float = DEFAULT_COMPARABLE_BAND,
     strong_rho: float = DEFAULT_STRONG_RHO,
+    seeds_planned: int | None = None,
 ) -> list[Path]:
     """Write the requested outputs (all by default); return the files written."""
     wanted = set(ARTIFACTS) if only is None else set(only)
@@ -187,6 +194,19 @@ def render(
             seed_samples = for_seed(all_samples, seed) if all_samples is not None else None
             replicates_by_seed[seed] = document_replicates(seed_samples, bootstrap_resamples, bootstrap_seed)
         return replicates_by_seed[seed]
+
+    cross_seed: dict = {}
+
+    def across_seeds_tables():
+        """The §10 statistics across seeds (computed once): the two-stage table, ρ per (M, seed) cell
+        and §5.1's within − across per seed."""
+        if not cross_seed:
+            summaries = {s: paper_only(for_seed(agg.summary, s)) for s in seeds}
+            seed_reps = {s: seed_replicates(s) for s in seeds}
+            cross_seed["two_stage"] = two_stage_table(summaries, seed_reps, comparable_band, bootstrap_resamples)
+            cross_seed["rho"] = rho_cells(summaries, seed_reps)
+            cross_seed["sets"] = sets_across_seeds({s: paper_only(for_seed(agg.selections, s)) for s in seeds})
+        return cross_seed
 
     if "figure1" in wanted:
         written += figure1(agg.selections, out)  # every seed: shade = how often a layer was removed
@@ -237,8 +257,7 @@ def render(
             analyses["seeds_set_stability"] = set_stability(agg.selections)
             # Across seeds (docs/method.md §10): each seed's estimate with its document interval and
             # the two-stage interval (seeds, then documents within each seed).
-            gaps = {s: gap_replicates(paper_only(for_seed(agg.summary, s)), seed_replicates(s)) for s in seeds}
-            analyses["seeds_two_stage"] = seeds_two_stage_table(gaps, bootstrap_resamples)
+            analyses["seeds_two_stage"] = across_seeds_tables()["two_stage"]
             written += figure_seeds(analyses["seeds_two_stage"], out)
         for name, frame in analyses.items():
             path = tables_dir / f"{name}.csv"
@@ -284,6 +303,12 @@ def render(
             atomic_write_report_csv(tables_dir / "seeds_verdicts.csv", verdicts)
             written.append(tables_dir / "seeds_verdicts.csv")
             text += seeds_markdown(primary, verdicts, set_stability(agg.selections))
+            # The cross-seed decision rule (docs/method.md §10), each seed's verdict beside it.
+            tables = across_seeds_tables()
+            claims = decision_table(tables["two_stage"], tables["rho"], tables["sets"], verdicts, strong_rho)
+            atomic_write_report_csv(tables_dir / "seeds_claims.csv", claims)
+            written.append(tables_dir / "seeds_claims.csv")
+            text += decision_markdown(claims, len(seeds), seeds_planned)
         atomic_write_text(tables_dir / "observations.md", text)
         atomic_write_report_csv(tables_dir / "observations.csv", observations_frame(observations))
         atomic_write_text(tables_dir / "paper_comparison.md", paper_comparison_markdown(observations))

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from depthprune.io import atomic_write_text
+from depthprune.reporting.statistics.two_stage import ALGORITHM_SPREAD, CALIBRATION_SHIFT
 
 # Study folder -> (title, the preset that makes it); folders not listed get their own name.
 STUDIES = {
@@ -33,6 +34,7 @@ STUDIES = {
     "figures/protect_none": ("Sensitivity: every block removable (no barrier)", "config/protect_none.yaml"),
     "figures/tlm_sensitivity": ("Sensitivity: TLM with the bounded cross-entropy loss", "config/tlm_sensitivity.yaml"),
     "figures/cross_control": ("Objective or data: the cross-control ppl_cs170k", "config/cross_control.yaml"),
+    "figures/seeds_default": ("Across seeds: the default study at seeds 0-3", "config/seeds_default.yaml"),
 }
 DEFAULT_STUDIES = tuple(STUDIES)
 PAGE = Path("docs/results.md")
@@ -41,6 +43,9 @@ TLM_BEGIN, TLM_END = "<!-- tlm:begin -->", "<!-- tlm:end -->"
 DECOMPOSITION_BEGIN, DECOMPOSITION_END = "<!-- decomposition:begin -->", "<!-- decomposition:end -->"
 # The README's objective-or-data paragraph: the cross-control study (docs/method.md §9).
 DECOMPOSITION_STUDY = "figures/cross_control"
+SEEDS_BEGIN, SEEDS_END = "<!-- seeds:begin -->", "<!-- seeds:end -->"
+# The README's across-seeds table: the default study at several seeds (docs/method.md §10).
+SEEDS_STUDY = "figures/seeds_default"
 # The README's TLM table: (search space, study folder) of each committed default-study variant: the
 # default with the first and last block kept ([22]'s barrier, docs/method.md §4) and its sensitivity
 # run without the barrier (config/protect_none.yaml).
@@ -101,6 +106,18 @@ def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
         for figure in figures:
             link = Path(os.path.relpath(figure, out_dir)).as_posix()
             lines += [f"![{figure.stem}]({link})", ""]
+    if (tables / "seeds_claims.csv").is_file() and _has_seed_statistics(tables):
+        link = Path(os.path.relpath(root / "seeds.png", out_dir)).as_posix()
+        lines += [
+            "### Across seeds (docs/method.md §10)",
+            "",
+            f"From `{folder}/tables/seeds_claims.csv`: each claim's verdict across seeds, and each seed's.",
+            "",
+            seeds_table(repo, folder),
+            "",
+            f"![seeds]({link})",
+            "",
+        ]
     comparison = tables / "paper_comparison.csv"
     if comparison.is_file():
         lines += [
@@ -294,6 +311,28 @@ def decomposition_paragraph(repo: str | Path, folder: str = DECOMPOSITION_STUDY)
     return " ".join(sentences)
 
 
+def _has_seed_statistics(tables: Path) -> bool:
+    """Whether a study's cross-seed tables hold statistics (a one-shot study's are empty)."""
+    return len(read_rows(tables / "seeds_two_stage.csv")) > 0
+
+
+def seeds_table(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
+    """Per claim and headline statistic of a multi-seed study's seeds_claims.csv: the cross-seed
+    estimate with its interval, how many seeds hold on their own, each seed's verdict, and the
+    verdict across seeds (the per-condition §5.2 rows stay in the CSV)."""
+    rows = []
+    for r in read_rows(Path(repo) / folder / "tables" / "seeds_claims.csv"):
+        if CALIBRATION_SHIFT in r["statistic"] or ALGORITHM_SPREAD in r["statistic"]:
+            continue  # one row per §5.2 condition: in the CSV
+        estimate = number(r["estimate"]) if r["estimate"] else ""
+        if r["ci_low"]:
+            estimate += f" [{number(r['ci_low'])}, {number(r['ci_high'])}]"
+        claim = "gap" if r["claim"] == "gap" else f"§{r['claim']}"
+        rows.append([claim, r["statistic"], estimate, r["seeds_holding"], r["per_seed"], r["verdict"]])
+    header = ["claim", "statistic", "across seeds [95% CI]", "seeds holding", "per seed", "verdict"]
+    return "\n".join(markdown_table(header, rows))
+
+
 def readme_with_block(readme: str, begin: str, end: str, text: str) -> str:
     """`readme` with the text between the markers `begin` and `end` replaced by `text`."""
     start, stop = readme.index(begin) + len(begin), readme.index(end)
@@ -310,6 +349,8 @@ def readme_generated(readme: str, repo: str | Path) -> str:
     readme = readme_with_headline(readme, headline_table(repo))
     if TLM_BEGIN in readme:
         readme = readme_with_block(readme, TLM_BEGIN, TLM_END, tlm_table(repo))
+    if SEEDS_BEGIN in readme and (Path(repo) / SEEDS_STUDY / "tables" / "seeds_claims.csv").is_file():
+        readme = readme_with_block(readme, SEEDS_BEGIN, SEEDS_END, seeds_table(repo))
     if DECOMPOSITION_BEGIN in readme:
         readme = readme_with_block(readme, DECOMPOSITION_BEGIN, DECOMPOSITION_END, decomposition_paragraph(repo))
     return readme

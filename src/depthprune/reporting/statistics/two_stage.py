@@ -89,12 +89,45 @@ def two_stage(
     )
 
 
-# --------------------------------------------------------------------------- the cross-seed tables
+def two_stage_pooled(
+    cells: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    reduce=np.median,
+    n_resamples: int = 10_000,
+    seed: int = TWO_STAGE_SEED,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float, float]:
+    """(estimate, ci_low, ci_high) of a statistic pooled over every seed's cells (§10's median ρ over
+    the 2 × S (M, seed) cells). ``cells[s]`` = (observed (k,), document replicates (B, k)) of seed
+    s's k cells, paired within the seed (one replicate index serves all of them: the same documents).
+    A replicate draws S seeds with replacement and one document replicate of each drawn seed, and
+    reduces the drawn seeds' cells together."""
+    seeds = sorted(s for s in cells if np.size(cells[s][0]))
+    if not seeds:
+        nan = float("nan")
+        return nan, nan, nan
+    estimate = float(reduce(np.concatenate([np.asarray(cells[s][0], dtype=float) for s in seeds])))
+    reps = [np.atleast_2d(np.asarray(cells[s][1], dtype=float)) for s in seeds]
+    rng = np.random.default_rng([seed, len(seeds), 1])
+    drawn = rng.integers(0, len(seeds), size=(n_resamples, len(seeds)))
+    picks = rng.random((n_resamples, len(seeds)))
+    values = np.empty(n_resamples)
+    with np.errstate(all="ignore"):
+        for b in range(n_resamples):
+            parts = [reps[k][int(picks[b, j] * reps[k].shape[0])] for j, k in enumerate(drawn[b])]
+            pooled = np.concatenate(parts)
+            pooled = pooled[np.isfinite(pooled)]
+            values[b] = reduce(pooled) if pooled.size else np.nan
+    lo, hi = interval(values, confidence)
+    return estimate, lo, hi
+
+
+# --------------------------------------------------------------------------- the cross-seed table
 
 SEEDS_COLUMNS = [
     "model",
     "budget",
     "statistic",
+    "condition",
     "n_seeds",
     "seed",
     "estimate",
@@ -109,39 +142,56 @@ SEEDS_COLUMNS = [
 ]
 TWO_STAGE = "two-stage"
 GAP = "TLM − perplexity, mean of the algorithms (points)"
+# §5.2 as the paper words it, per condition (verdicts/paper_shifts.py), and its pooled accuracy ratio
+CALIBRATION_SHIFT = "calibration shift of avg perplexity (orders; claim: ≥ 1)"
+ALGORITHM_SPREAD = "algorithm spread of avg perplexity (orders; claim: < 1)"
+ACCURACY_RATIO = "accuracy shift ratio calibration / algorithm, max over cells"
 
 
-def gap_replicates(summary, reps) -> dict[tuple[str, int], tuple[float, np.ndarray]]:
-    """Per (model, M): the mean over the algorithms run under both of the paper's calibrations of
-    TLM-pruned minus perplexity-pruned average accuracy (points), and its document replicates."""
+def gap_replicates(summary, reps) -> dict[tuple, tuple[float, np.ndarray]]:
+    """Per (model, M, GAP, ""): the mean over the algorithms run under both of the paper's
+    calibrations of TLM-pruned minus perplexity-pruned average accuracy (points), and its document
+    replicates."""
     from depthprune.reporting.analysis.contrast import paired_replicates, paper_pairs
 
     out = {}
     for (model, budget), cell in paper_pairs(summary).groupby(["model", "budget"], sort=True):
         observed = float((cell["avg_accuracy_tlm"] - cell["avg_accuracy_ppl"]).mean()) * 100
         if reps is None:
-            out[(model, int(budget))] = (observed, np.array([observed]))
+            out[(model, int(budget), GAP, "")] = (observed, np.array([observed]))
             continue
         rep_ppl, rep_tlm = paired_replicates(cell, reps)
-        out[(model, int(budget))] = (observed, (rep_tlm - rep_ppl).mean(axis=1) * 100)
+        out[(model, int(budget), GAP, "")] = (observed, (rep_tlm - rep_ppl).mean(axis=1) * 100)
     return out
 
 
-def seeds_two_stage_table(per_seed: Mapping[int, dict], n_resamples: int = 10_000) -> pd.DataFrame:
-    """One row per seed (its document interval) and one ``two-stage`` row per (model, M, statistic);
-    ``per_seed[s]`` maps (model, M) -> (observed, replicates), as ``gap_replicates`` returns."""
+def difference_verdict(lo: float, hi: float) -> dict[str, str]:
+    """A difference's direction and verdict from its interval (holds: the interval excludes zero)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return {"direction": "", "verdict": ""}
+    direction = "higher" if lo > 0 else "lower" if hi < 0 else "level"
+    return {"direction": direction, "verdict": "inconclusive" if direction == "level" else "holds"}
+
+
+def seeds_two_stage_table(per_seed: Mapping[int, dict], n_resamples: int = 10_000, tests=None) -> pd.DataFrame:
+    """One row per seed (its document interval) and one ``two-stage`` row per (model, M, statistic,
+    condition); ``per_seed[s]`` maps (model, M, statistic, condition) -> (observed, replicates), as
+    ``gap_replicates`` returns. ``tests[statistic](lo, hi)`` gives a row's direction and verdict
+    (default: ``difference_verdict``), the same test for a seed's interval and the two-stage one."""
+    tests = tests or {}
     rows = []
-    cells = sorted({key for stats in per_seed.values() for key in stats})
-    for model, budget in cells:
-        observed = {s: stats[(model, budget)][0] for s, stats in per_seed.items() if (model, budget) in stats}
-        reps = {s: per_seed[s][(model, budget)][1] for s in observed}
+    keys = sorted({key for stats in per_seed.values() for key in stats}, key=lambda k: (k[0], k[1], k[2], k[3]))
+    for key in keys:
+        model, budget, statistic, condition = key
+        test = tests.get(statistic, difference_verdict)
+        observed = {s: stats[key][0] for s, stats in per_seed.items() if key in stats}
+        reps = {s: per_seed[s][key][1] for s in observed}
+        base = {"model": model, "budget": budget, "statistic": statistic, "condition": condition}
         for s in sorted(observed):
             lo, hi = interval(reps[s])
             rows.append(
                 {
-                    "model": model,
-                    "budget": budget,
-                    "statistic": GAP,
+                    **base,
                     "n_seeds": 1,
                     "seed": str(s),
                     "estimate": observed[s],
@@ -151,15 +201,13 @@ def seeds_two_stage_table(per_seed: Mapping[int, dict], n_resamples: int = 10_00
                     "seed_variance": np.nan,
                     "seeds_below": int(hi < 0),
                     "seeds_above": int(lo > 0),
-                    **_side(lo, hi),
+                    **test(lo, hi),
                 }
             )
         result = two_stage(observed, reps, n_resamples)
         rows.append(
             {
-                "model": model,
-                "budget": budget,
-                "statistic": GAP,
+                **base,
                 "n_seeds": result.n_seeds,
                 "seed": TWO_STAGE,
                 "estimate": result.estimate,
@@ -169,15 +217,7 @@ def seeds_two_stage_table(per_seed: Mapping[int, dict], n_resamples: int = 10_00
                 "seed_variance": result.seed_variance,
                 "seeds_below": result.seeds_below,
                 "seeds_above": result.seeds_above,
-                **_side(result.ci_low, result.ci_high),
+                **test(result.ci_low, result.ci_high),
             }
         )
     return pd.DataFrame(rows, columns=SEEDS_COLUMNS)
-
-
-def _side(lo: float, hi: float) -> dict[str, str]:
-    """A difference's direction and verdict from its interval (holds: the interval excludes zero)."""
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        return {"direction": "", "verdict": ""}
-    direction = "higher" if lo > 0 else "lower" if hi < 0 else "level"
-    return {"direction": direction, "verdict": "inconclusive" if direction == "level" else "holds"}

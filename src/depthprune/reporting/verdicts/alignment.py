@@ -33,7 +33,7 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
     most cells with a weak median (−strong_rho < median < 0). Beside each claim verdict, the chance
     that it passes when perplexity and accuracy are unrelated in every cell (each cell's exact
     permutation distribution)."""
-    from depthprune.reporting.statistics.bootstrap import interval_mc, spearman_rows
+    from depthprune.reporting.statistics.bootstrap import interval_mc
 
     table = distinct_spearman_table(summary)
     table = table[table["calibration"].isin(PAPER_CALIBRATIONS)]
@@ -48,12 +48,9 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
         ]
         sets = distinct_sets(group)
         ci = se = NAN2
-        if reps is not None and len(sets) >= 3:
-            first = [a.split("+")[0] for a in sets["algorithms"]]
-            keyed = group.set_index("algorithm").loc[first].reset_index()
-            ends = interval_mc(
-                spearman_rows(reps.aligned(keyed, "avg_perplexity"), reps.aligned(keyed, "avg_accuracy"))
-            )
+        replicates = rho_replicates(group, reps)
+        if replicates is not None:
+            ends = interval_mc(replicates)
             ci, se = ends[:2], ends[2:]
         kind = r.calibration_kind
         if np.isfinite(r.rho):
@@ -135,6 +132,19 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
 
 
 MEDIAN_NULL_DRAWS = 20_000
+
+
+def rho_replicates(group: pd.DataFrame, reps) -> np.ndarray | None:
+    """Document replicates (B,) of ρ over the distinct sets of one cell's runs (``group``: one model,
+    M and calibration); None without replicates or with fewer than three distinct sets."""
+    from depthprune.reporting.statistics.bootstrap import spearman_rows
+
+    sets = distinct_sets(group)
+    if reps is None or len(sets) < 3:
+        return None
+    first = [a.split("+")[0] for a in sets["algorithms"]]
+    keyed = group.set_index("algorithm").loc[first].reset_index()
+    return spearman_rows(reps.aligned(keyed, "avg_perplexity"), reps.aligned(keyed, "avg_accuracy"))
 
 
 def _majority_negative_probability(probabilities: list[float]) -> float:

@@ -52,7 +52,7 @@ def most(verdicts: list[str]) -> str:
     return UNSURE
 
 
-def _side(lo: float, hi: float, value: float, threshold: float, above: bool) -> str:
+def threshold_side(lo: float, hi: float, value: float, threshold: float, above: bool) -> str:
     """holds when the interval (without one, the value) lies at or above (``above``) / below the
     threshold, does not hold when wholly on the other side."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -112,7 +112,7 @@ def perplexity_conditions(grids: list[dict]) -> pd.DataFrame:
                     "condition": algorithm,
                     "value": float(shift_obs[j]),
                     "ci": ends,
-                    "verdict": _side(ends[0], ends[1], shift_obs[j], ORDER, above=True),
+                    "verdict": threshold_side(ends[0], ends[1], shift_obs[j], ORDER, above=True),
                 }
             )
         spread_obs = np.ptp(obs, axis=1)[0]
@@ -127,7 +127,7 @@ def perplexity_conditions(grids: list[dict]) -> pd.DataFrame:
                     "condition": calibration,
                     "value": float(spread_obs[k]),
                     "ci": ends,
-                    "verdict": _side(ends[0], ends[1], spread_obs[k], ORDER, above=False),
+                    "verdict": threshold_side(ends[0], ends[1], spread_obs[k], ORDER, above=False),
                 }
             )
     return pd.DataFrame(rows, columns=["kind", "model", "budget", "condition", "value", "ci", "verdict"])
