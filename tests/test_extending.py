@@ -155,6 +155,7 @@ def test_a_toy_benchmark_added_as_the_guide_says_is_planned(repo_root, data_dir,
     done = plan_with_toy_benchmark(Path(repo_root), Path(data_dir).resolve(), tmp_path / "repo", forget)
     if forget is not None:
         assert done.returncode != 0, f"the plan passed without step {forget!r}:\n{done.stdout}"
+        assert TOY in done.stderr, done.stderr[-3000:]  # refused for the toy, not for a broken copy
         return
     assert done.returncode == 0, done.stderr[-3000:]
     row = next(line.split() for line in done.stdout.splitlines() if line.startswith("evaluate_pass "))
