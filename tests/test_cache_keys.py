@@ -11,7 +11,7 @@ from depthprune.cli import main
 from depthprune.engine.memo import memo_key
 from depthprune.models.fingerprint import FINGERPRINT_FILE, folder_fingerprint
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 
 EVAL = [
     "--tasks",

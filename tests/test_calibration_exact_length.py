@@ -3,11 +3,14 @@ token for token wherever its documents were long enough (calibration/objectives.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from transformers import AutoTokenizer
 
 from depthprune.calibration import data as calib_data
-from depthprune.calibration.objectives import build_objective, exact_length_ids, load_calibration_samples
+from depthprune.calibration.objectives import exact_length_ids
+from depthprune.calibration.setup import CalibrationSetup
 
 
 @pytest.fixture(scope="module")
@@ -16,10 +19,11 @@ def tokenizer(tiny_model_dir):
 
 
 def test_paper_size_gives_64_sequences_of_2048_tokens(tokenizer, data_dir):
-    samples = load_calibration_samples("ppl_c4", data_dir, n_samples=64, seed=0)
+    setup = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=64, seq_len=2048, seed=0)
+    samples = setup.load_samples()
     ids = exact_length_ids(samples.texts, samples.reserve, tokenizer, 2048)
     assert len(ids) == 64 and {len(row) for row in ids} == {2048}
-    objective = build_objective("ppl_c4", tokenizer, data_dir, n_samples=64, seq_len=2048, seed=0, samples=samples)
+    objective = setup.build_objective(tokenizer, samples=samples)
     assert objective.n_tokens == 64 * 2048
     # Cut at seq_len, most of these documents are shorter than 2048 tokens: the old draw gave far fewer.
     assert sum(min(len(tokenizer(t)["input_ids"]), 2048) for t in samples.texts) < 64 * 2048 // 2
@@ -29,7 +33,7 @@ def test_paper_size_gives_64_sequences_of_2048_tokens(tokenizer, data_dir):
 def test_long_enough_draws_are_unchanged(tokenizer, data_dir, n_samples, seq_len, seed):
     """The committed 8 x 64 studies (default, two_families, calibration_size's 8x64): every drawn
     document has 64 tokens (Gemma 3's tokenizer too, checked once by hand), so nothing moves."""
-    samples = load_calibration_samples("ppl_c4", data_dir, n_samples=n_samples, seed=seed)
+    samples = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=n_samples, seed=seed).load_samples()
     docs = calib_data.load_c4_documents(data_dir)
     before = [
         tokenizer(docs[i], add_special_tokens=True)["input_ids"][:seq_len]
@@ -61,14 +65,13 @@ def test_truncate_packing_is_the_committed_calibration_size_draw(tokenizer, data
         tokenizer(docs[i], add_special_tokens=True)["input_ids"][:32]
         for i in calib_data.sample_indices(len(docs), 64, seed, "C4 documents")
     ]
-    truncated = build_objective(
-        "ppl_c4", tokenizer, data_dir, n_samples=64, seq_len=32, seed=seed, c4_packing="truncate"
-    )
+    setup = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=64, seq_len=32, seed=seed)
+    truncated = replace(setup, c4_packing="truncate").build_objective(tokenizer)
     assert truncated.n_tokens == sum(len(ids) for ids in cut) < 2048
-    exact = build_objective("ppl_c4", tokenizer, data_dir, n_samples=64, seq_len=32, seed=seed)
+    exact = setup.build_objective(tokenizer)
     assert exact.n_tokens == 2048 and exact.data_hash != truncated.data_hash
     with pytest.raises(ValueError, match=r"calibration\.perplexity\.packing"):
-        build_objective("ppl_c4", tokenizer, data_dir, n_samples=4, seq_len=32, seed=seed, c4_packing="windows")
+        replace(setup, c4_packing="windows")
 
 
 def test_packing_reaches_the_command_line_only_when_not_exact():

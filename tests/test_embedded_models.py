@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from depthprune.calibration import build_objective
+from depthprune.calibration import CalibrationSetup
 from depthprune.engine.evaluator import SubsetEvaluator
 from depthprune.engine.scoring import forward_loss
 from depthprune.models import export_pruned, load_model, remove_blocks
@@ -49,9 +49,8 @@ def test_embedded_masked_equals_pruned_equals_exported(embedded, calibration, da
     key, loaded = embedded
     n_blocks, removed = CASES[key]
     assert loaded.model.config.num_hidden_layers == n_blocks
-    objective = build_objective(
-        calibration, loaded.tokenizer, data_dir=data_dir, n_samples=4, seq_len=64, seed=0, token_budget=256
-    )
+    setup = CalibrationSetup(calibration, data_dir=data_dir, n_samples=4, seq_len=64, seed=0)
+    objective = setup.build_objective(loaded.tokenizer, token_budget=256)
     evaluator = SubsetEvaluator(loaded, objective, calibration=calibration)
     masked = evaluator.evaluate([removed])[0]
 

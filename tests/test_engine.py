@@ -14,7 +14,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AutoModelForCausalLM
 
-from depthprune.calibration import build_objective
+from depthprune.calibration import CalibrationSetup
 from depthprune.calibration.data import load_c4_documents
 from depthprune.engine.evaluator import SubsetEvaluator
 from depthprune.engine.memo import Memo, NullMemo, SqliteMemo
@@ -39,9 +39,9 @@ def tiny(tiny_model_dir):
 
 
 def objective_for(calibration, tokenizer, data_dir, **kw):
-    settings = {"n_samples": 6, "seq_len": 48, "seed": 1, "token_budget": 128}
+    settings = {"n_samples": 6, "seq_len": 48, "seed": 1}
     settings.update(kw)
-    return build_objective(calibration, tokenizer, data_dir=data_dir, **settings)
+    return CalibrationSetup(calibration, data_dir=data_dir, **settings).build_objective(tokenizer, 128)
 
 
 @pytest.mark.parametrize("calibration", CALIBRATIONS)
@@ -251,7 +251,7 @@ def test_errors_name_the_problem(tiny, data_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"c4/train.jsonl.*data_dir"):
         load_c4_documents(tmp_path)
     with pytest.raises(ValueError, match="calibration 'nope'"):
-        build_objective("nope", tiny.tokenizer, data_dir=data_dir)
+        CalibrationSetup("nope", data_dir=data_dir)
     with pytest.raises(ValueError, match="n_samples=5000"):
         objective_for("ppl_c4", tiny.tokenizer, data_dir, n_samples=5000)
 

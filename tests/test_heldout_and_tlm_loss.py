@@ -10,7 +10,8 @@ import torch
 
 from depthprune.calibration import data as calib_data
 from depthprune.calibration.heldout import EXCLUDED_SEEDS, RESERVED, heldout_indices
-from depthprune.calibration.objectives import load_calibration_samples, tlm_objective
+from depthprune.calibration.objectives import tlm_objective
+from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.tlm import TLMItem, text_requests
 
 # Sizes the presets draw (config.yaml, config/calibration_size*.yaml): TLM items, C4 documents.
@@ -38,22 +39,22 @@ def test_heldout_draw_is_disjoint_from_every_seeds_calibration_draw(source, popu
 
 def test_heldout_rows_are_not_calibration_rows(data_dir):
     """The same on the loaded data: no held-out item or document is any seed's calibration item."""
-    held_tlm = load_calibration_samples("tlm_cs170k", data_dir, n_samples=8, seed=0, heldout=128)
-    held_c4 = load_calibration_samples("ppl_c4", data_dir, n_samples=8, seed=0, heldout=64)
+    held_tlm = CalibrationSetup("tlm_cs170k", data_dir=data_dir, n_samples=8, seed=0).load_heldout(128)
+    held_c4 = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=8, seed=0).load_heldout(64)
     assert len(held_tlm.items) == 128 and len(held_c4.texts) == 64
     for seed in (0, 1, 7):
-        tlm = load_calibration_samples("tlm_cs170k", data_dir, n_samples=128, seed=seed)
-        c4 = load_calibration_samples("ppl_c4", data_dir, n_samples=64, seed=seed)
+        tlm = CalibrationSetup("tlm_cs170k", data_dir=data_dir, n_samples=128, seed=seed).load_samples()
+        c4 = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=64, seed=seed).load_samples()
         assert set(held_tlm.items).isdisjoint(tlm.items)
         assert set(held_c4.texts).isdisjoint(c4.texts)
     # Fixed: the same rows whatever the calibration's own seed and size.
-    again = load_calibration_samples("tlm_cs170k", data_dir, n_samples=64, seed=5, heldout=128)
+    again = CalibrationSetup("tlm_cs170k", data_dir=data_dir, n_samples=64, seed=5).load_heldout(128)
     assert again.items == held_tlm.items
 
 
 def test_overlapping_calibration_or_too_large_heldout_is_refused(data_dir, populations):
     with pytest.raises(ValueError, match=r"shares .* rows with the held-out draw"):
-        load_calibration_samples("tlm_cs170k", data_dir, n_samples=3000, seed=0, heldout=256)
+        CalibrationSetup("tlm_cs170k", data_dir=data_dir, n_samples=3000, seed=0).load_heldout(256)
     with pytest.raises(ValueError, match="option --heldout-samples"):
         heldout_indices(populations["c4"], 999, "c4")
     with pytest.raises(ValueError, match="at least 1"):
@@ -154,7 +155,7 @@ def test_search_records_the_heldout_loss(calibration, extra, tiny_model_dir, dat
     else:
         assert heldout["accuracy"] is None
     # The same rows through the evaluator: its masked loss of the set is the recorded one.
-    samples = load_calibration_samples(calibration, data_dir, n_samples=4, seed=0, heldout=16)
+    samples = CalibrationSetup(calibration, data_dir=data_dir, n_samples=4, seed=0).load_heldout(16)
     args = build_parser().parse_args(["prior", *common, "--out", "unused.json"])
     evaluator = build_evaluator(args, samples=samples)
     assert evaluator.objective.data_hash == heldout["data_hash"]

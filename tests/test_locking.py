@@ -15,7 +15,7 @@ from depthprune import locking
 from depthprune.cli import main
 from depthprune.search.bo import STUDY_FILE
 from depthprune.search.runner import WORKDIR_LOCK, run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 from test_search_bo_resume import completed_trials
 
 N_TRIALS = 20
@@ -24,8 +24,9 @@ PARAMS = {"n_trials": N_TRIALS, "n_startup_trials": 4}
 # A slow synthetic BO search in its own process (every evaluation request sleeps).
 SLOW_BO = f"""
 import sys, time
+sys.path.insert(0, {str(Path(__file__).parent)!r})  # tests/synthetic.py
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 
 ev = random_objective(10, seed=3, interaction=0.3)
 evaluate = ev.evaluate

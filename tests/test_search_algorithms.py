@@ -12,7 +12,7 @@ from depthprune.search.base import SearchProblem, TracingEvaluator
 from depthprune.search.cbo import anneal_lowest, energies, exact_lowest, gradient_energy
 from depthprune.search.fast_block_select import contiguous_blocks, weakest_first
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import SyntheticEvaluator, random_objective
+from synthetic import SyntheticEvaluator, random_objective
 
 # Small settings that keep every algorithm fast on N <= 12 (defaults otherwise).
 FAST = {

@@ -174,15 +174,14 @@ def test_cbo_diagnostic_time_is_not_search_time(tmp_path):
 
 
 def test_cbo_derivatives_of_a_bfloat16_model_are_float32_ones(tiny_model_dir, data_dir):
-    from depthprune.calibration import build_objective
+    from depthprune.calibration import CalibrationSetup
     from depthprune.engine.evaluator import SubsetEvaluator
     from depthprune.models import load_model
     from depthprune.models.loading import LoadedModel
 
     tiny = load_model(str(tiny_model_dir), device="cpu")
-    objective = build_objective(
-        "ppl_c4", tiny.tokenizer, data_dir=data_dir, n_samples=2, seq_len=24, seed=1, token_budget=128
-    )
+    setup = CalibrationSetup("ppl_c4", data_dir=data_dir, n_samples=2, seq_len=24, seed=1)
+    objective = setup.build_objective(tiny.tokenizer, token_budget=128)
 
     def evaluator(model):
         return SubsetEvaluator(
@@ -229,23 +228,22 @@ def test_cbo_derivatives_see_the_shared_context_rows(tiny_model_dir, data_dir):
     """Gate derivatives under TLM with shared-context rows (tree masks, continued positions) equal
     those of the same items scored as separate sequences: the derivative pass replays the rows
     exactly as the evaluator scores them."""
-    from depthprune.calibration import build_objective
+    from depthprune.calibration import CalibrationSetup
     from depthprune.engine.evaluator import SubsetEvaluator
     from depthprune.models import load_model
 
     tiny = load_model(str(tiny_model_dir), device="cpu")
     derivatives = {}
     for shared in (True, False):
-        objective = build_objective(
+        setup = CalibrationSetup(
             "tlm_cs170k",
-            tiny.tokenizer,
             data_dir=data_dir,
             n_samples=4,
             seq_len=48,
             seed=1,
-            token_budget=512,
-            shared_context=shared,
+            tlm_context="shared" if shared else "separate",
         )
+        objective = setup.build_objective(tiny.tokenizer, token_budget=512)
         assert any(b.branch_ids is not None for b in objective.batches) == shared
         derivatives[shared] = SubsetEvaluator(tiny, objective, calibration="tlm_cs170k").gate_derivatives()
     (g_shared, h_shared), (g_separate, h_separate) = derivatives[True], derivatives[False]

@@ -12,7 +12,7 @@ import pytest
 from depthprune.plan import search_evaluations
 from depthprune.search import ALGORITHMS, get_algorithm
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 
 # Small settings, so every algorithm runs in a moment; the defaults fill the rest.
 SMALL = {

@@ -256,6 +256,21 @@ def test_schema_and_config_match_the_registries():
     objectives = {spec.objective for spec in CALIBRATIONS.values()}
     assert set(properties["calibration"]["properties"]) == objectives
     assert set(properties["calibration_sizes"]["properties"]) - {"nested_tlm_priors"} == objectives
+    # The option values of the dtype and of the calibration objectives: one tuple each in the package.
+    from depthprune.calibration import specs
+    from depthprune.models import DTYPE_CHOICES
+
+    def enums(node, key):
+        """Every enum the schema gives an option named ``key``, wherever it is nested."""
+        if isinstance(node, dict):
+            found = [tuple(node[key]["enum"])] if isinstance(node.get(key), dict) and "enum" in node[key] else []
+            return found + [e for value in node.values() for e in enums(value, key)]
+        return [e for value in node for e in enums(value, key)] if isinstance(node, list) else []
+
+    assert enums(schema, "dtype") == [DTYPE_CHOICES]
+    assert enums(schema, "format") == [specs.TLM_FORMATS]
+    assert enums(schema, "loss") == [specs.TLM_LOSSES]
+    assert enums(schema, "packing") == [specs.C4_PACKINGS]
     # One constant per default folder.
     for key, value in {
         "results_dir": paths.RESULTS_DIR,

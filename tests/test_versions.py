@@ -139,6 +139,14 @@ RECORDED = {
         # held-out scoring together. Verified as above (the same 89 comparisons against 95416a3, on the
         # merged main): bitwise equal.
         "59988aaa42a81d45",
+        # Issue 49 item 1: one CalibrationSetup (calibration/setup.py, now a scoring module) carries the
+        # calibration options; load_calibration_samples and build_objective read them from it instead of
+        # keywords, the option values live in calibration/specs.py, and models/loading.resolve_dtype
+        # checks the name against models.DTYPE_CHOICES and returns getattr(torch, name) (the same
+        # dtypes). Verified as above (the same 89 comparisons against 95416a3 with /tmp/i49/bitwise.sh
+        # on this branch, plus the priors' evaluator records and every selection.json but timings):
+        # bitwise equal.
+        "7fe847ca3efe0f81",
     ),
 }
 

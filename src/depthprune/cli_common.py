@@ -6,8 +6,10 @@ import argparse
 
 from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
-from depthprune.calibration.specs import CALIBRATIONS
+from depthprune.calibration.setup import CalibrationSetup
+from depthprune.calibration.specs import C4_PACKINGS, CALIBRATIONS, TLM_CONTEXTS, TLM_FORMATS, TLM_LOSSES
 from depthprune.io import parse_layers
+from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
 
 
@@ -41,7 +43,7 @@ def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = 
     group.add_argument(
         "--dtype",
         default="auto",
-        choices=["auto", "float32", "bfloat16", "float16"],
+        choices=list(DTYPE_CHOICES),
         help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32",
     )
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -63,19 +65,19 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
     group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
     group.add_argument(
-        "--tlm-format", default="text", choices=["text", "labels"], help="TLM candidate scoring (docs/method.md §2)"
+        "--tlm-format", default="text", choices=list(TLM_FORMATS), help="TLM candidate scoring (docs/method.md §2)"
     )
     group.add_argument(
         "--c4-packing",
         default="exact",
-        choices=["exact", "truncate"],
+        choices=list(C4_PACKINGS),
         help="C4 sequences: exact (every one --seq-len tokens, a short document continued by the next "
         "ones, as the field packs C4) or truncate (each document cut at --seq-len; docs/method.md §2)",
     )
     group.add_argument(
         "--tlm-loss",
         default="margin",
-        choices=["margin", "cross_entropy"],
+        choices=list(TLM_LOSSES),
         help="TLM loss: margin (the paper's [22]: summed likelihood margin, unbounded below) or "
         "cross_entropy (-log softmax of the gold candidate over the candidates' mean log-probs, >= 0; "
         "a sensitivity control; docs/method.md §2)",
@@ -83,7 +85,7 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--tlm-context",
         default="shared",
-        choices=["shared", "separate"],
+        choices=list(TLM_CONTEXTS),
         help="TLM items: the context once, candidates as branches of one tree-masked row "
         "(shared; same losses, less compute) or one sequence per candidate (separate)",
     )
@@ -144,33 +146,10 @@ def load_model_from_args(args):
     return load_model(args.model, dtype=args.dtype, device=args.device, cache_dir=args.model_cache_dir, name=args.name)
 
 
-def calibration_label(args) -> str:
-    """The calibration's name in outputs: --calibration-label, else --calibration."""
-    return getattr(args, "calibration_label", None) or args.calibration
-
-
-def calibration_settings(args) -> dict:
-    return {
-        "n_samples": args.n_samples,
-        "seq_len": args.seq_len,
-        "seed": args.seed,
-        "tlm_format": args.tlm_format if CALIBRATIONS[args.calibration].objective == "tlm" else None,
-        "data_source": "mirror" if args.data_dir else "hub",
-        # Recorded (and in the memo key) only when not the default: margin studies keep their keys.
-        **({"tlm_loss": tlm_loss(args)} if tlm_loss(args) != "margin" else {}),
-    }
-
-
-def c4_packing(args) -> str:
-    """--c4-packing (``exact`` unless given: builders of args without the option get the default)."""
-    return getattr(args, "c4_packing", "exact")
-
-
-def tlm_loss(args) -> str:
-    """--tlm-loss of a TLM calibration; margin for the others (they have no candidates)."""
-    if CALIBRATIONS[args.calibration].objective != "tlm":
-        return "margin"
-    return getattr(args, "tlm_loss", "margin")
+def calibration_setup(args) -> CalibrationSetup:
+    """The calibration options of ``args`` as the one object that builds the sample, the objective and
+    the record (calibration/setup.py)."""
+    return CalibrationSetup.from_args(args)
 
 
 def model_layers_without_loading(args) -> int | None:
@@ -197,18 +176,13 @@ def protected_from_args(args, n_layers: int) -> tuple[int, ...]:
     return protected_blocks(protected, getattr(args, "protect", "none"), n_layers)
 
 
-def check_calibration_inputs(args, n_layers: int | None = None):
+def check_calibration_inputs(args, n_layers: int | None = None, setup: CalibrationSetup | None = None):
     """Everything about the calibration and evaluator options that can be wrong, checked before any
     model is loaded (an 8B model takes minutes): sizes, protected layers, and the data itself (read,
     sampled and parsed; errors name file, 1-based line and field). Returns the samples for
-    ``build_evaluator``."""
-    from depthprune.calibration.objectives import check_sizes, load_calibration_samples
-
-    if args.n_samples < 1:
-        raise ValueError(
-            f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {args.n_samples})"
-        )
-    check_sizes(args.seq_len)
+    ``build_evaluator`` (``setup``: the arguments' calibration setup, if already built)."""
+    setup = setup or calibration_setup(args)
+    setup.check_sizes()
     if args.token_budget < 1:
         raise ValueError(f"--token-budget must be positive (got {args.token_budget})")
     if not args.no_cache:
@@ -220,51 +194,32 @@ def check_calibration_inputs(args, n_layers: int | None = None):
         check_protected(parse_layers(args.protected), None)
     else:
         protected_from_args(args, known_layers)
-    return load_calibration_samples(
-        args.calibration,
-        args.data_dir,
-        n_samples=args.n_samples,
-        seed=args.seed,
-        tlm_format=args.tlm_format,
-        c4_dataset=args.c4_dataset,
-        cs170k_dataset=args.cs170k_dataset,
-    )
+    return setup.load_samples()
 
 
-def build_evaluator(args, loaded=None, samples=None):
+def token_budget(args) -> int:
+    """Padded tokens per forward micro-batch: --token-budget, at least one sequence."""
+    return max(args.token_budget, args.seq_len)
+
+
+def build_evaluator(args, loaded=None, samples=None, setup: CalibrationSetup | None = None):
     """Model + calibration objective + evaluator from parsed arguments (``samples``: from
     ``check_calibration_inputs``, which reads and checks the data before the model is loaded)."""
-    from depthprune.calibration.objectives import build_objective
     from depthprune.engine.evaluator import SubsetEvaluator
     from depthprune.models.families import family_for
     from depthprune.seeding import seed_everything
 
-    seed_everything(args.seed)
+    setup = setup or calibration_setup(args)
+    seed_everything(setup.seed)
     if samples is None:
-        samples = check_calibration_inputs(args)
+        samples = check_calibration_inputs(args, setup=setup)
     loaded = loaded or load_model_from_args(args)
-    token_budget = max(args.token_budget, args.seq_len)
-    objective = build_objective(
-        args.calibration,
-        loaded.tokenizer,
-        data_dir=args.data_dir,
-        n_samples=args.n_samples,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        tlm_format=args.tlm_format,
-        token_budget=token_budget,
-        shared_context=getattr(args, "tlm_context", "shared") == "shared",
-        c4_dataset=args.c4_dataset,
-        cs170k_dataset=args.cs170k_dataset,
-        samples=samples,
-        tlm_loss=tlm_loss(args),
-        c4_packing=c4_packing(args),
-    )
+    objective = setup.build_objective(loaded.tokenizer, token_budget(args), samples)
     return SubsetEvaluator(
         loaded,
         objective,
-        calibration=calibration_label(args),
-        settings=calibration_settings(args),
+        calibration=setup.name,
+        settings=setup.record(),
         protected=protected_from_args(args, len(family_for(loaded.model).blocks(loaded.model))),
         use_cache=not args.no_cache,
         memo_path=args.memo,

@@ -178,28 +178,10 @@ def calibration_tokens(config: Mapping, label: str, tokenizer, seed: int, data_d
 
 
 def _calibration_tokens(config: Mapping, label: str, tokenizer, seed: int, data_dir) -> CalibrationTokens:
-    from depthprune.calibration.objectives import build_objective
-    from depthprune.calibration.specs import calibration_spec
-    from depthprune.calibration.variants import study_variants
+    from depthprune.calibration.setup import CalibrationSetup
 
-    variant = next(
-        v for v in study_variants(config["calibrations"], config.get("calibration_sizes"), None) if v.label == label
-    )
-    spec = calibration_spec(variant.base)
-    sizes = dict(config["calibration"][spec.objective])
-    n_samples = getattr(variant, "n_samples", None) or sizes["n_samples"]
-    seq_len = getattr(variant, "seq_len", None) or sizes["seq_len"]
-    objective = build_objective(
-        variant.base,
-        tokenizer,
-        data_dir,
-        n_samples=int(n_samples),
-        seq_len=int(seq_len),
-        seed=seed if variant.seed is None else variant.seed,
-        tlm_format=sizes.get("format", "text"),
-        token_budget=max(int(seq_len), 8192),
-        c4_packing=sizes.get("packing", "exact") if spec.objective == "perplexity" else "exact",
-    )
+    setup = CalibrationSetup.from_config(config, label, seed, data_dir)
+    objective = setup.build_objective(tokenizer, token_budget=max(setup.seq_len, 8192))
     longest = max(int(b.attention_mask.sum(dim=1).max()) for b in objective.batches)
     return CalibrationTokens(objective.n_tokens, int(objective.n_scored), longest)
 

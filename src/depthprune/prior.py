@@ -192,16 +192,31 @@ def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
     return prior
 
 
+# Fields of the evaluator record a search does not compare with its prior's: where the rows were read
+# (a mirror of the hub's rows gives the same losses; the rows themselves are compared by data_hash
+# once the search has read them).
+UNCHECKED_FIELDS = ("data_source",)
+
+
 def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any]) -> None:
-    """Refuse a prior computed under other settings than the search's own, naming the field."""
+    """Refuse a prior computed under other settings than the search's own, naming the field.
+
+    ``expected``: the evaluator record this search would write (the part known before the model
+    loads); compared field by field with the prior's recorded one. A field written only when not at
+    its default (calibration/setup.py ``RECORD_DEFAULTS``) has that default where either record omits it."""
+    from depthprune.calibration.setup import RECORD_DEFAULTS
+
     recorded = prior.get("evaluator") or {}
-    for field, want in expected.items():
-        if field not in recorded:
+    for field in [*expected, *(f for f in RECORD_DEFAULTS if f not in expected)]:
+        if field in UNCHECKED_FIELDS:
+            continue
+        if field not in recorded and field not in RECORD_DEFAULTS:
             raise ValueError(
                 f"{path}: the prior does not record {field!r} (written by an older depthprune); "
                 "recompute it with `depthprune prior`"
             )
-        have = recorded[field]
+        have = recorded.get(field, RECORD_DEFAULTS.get(field))
+        want = expected.get(field, RECORD_DEFAULTS.get(field))
         if field == "protected":
             have = list(parse_layers(have))
         if have != want:

@@ -19,6 +19,7 @@ SCORING_MODULES = (
     "engine/tree_attention.py",
     "calibration/data.py",
     "calibration/objectives.py",
+    "calibration/setup.py",
     "calibration/specs.py",
     "calibration/tlm.py",
     "evaluation/benchmarks.py",

@@ -21,9 +21,11 @@ from pathlib import Path
 import yaml
 
 from depthprune.budgets import resolve_budgets
+from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
+from depthprune.paths import run_parts
 
 # Mirror files of the two corpus perplexities (the same paths as evaluation/perplexity.py's CORPORA,
 # which imports torch; tests/test_workflow_args.py checks they agree) and of each calibration source.
@@ -138,7 +140,7 @@ def memo_path(config: Mapping, wildcards) -> str:
 
 def run_file(config: Mapping, model: str, calibration: str, seed, name: str) -> str:
     """A file of one (model, calibration, seed) run folder: results/<model>/<calibration>/seed<k>/<name>."""
-    return os.path.join(config["results_dir"], model, calibration, f"seed{seed}", name)
+    return os.path.join(config["results_dir"], *run_parts(model, calibration, seed), name)
 
 
 def eval_cache_dir(config: Mapping, wildcards) -> str:
@@ -255,27 +257,11 @@ def job_mem_mb(config: Mapping, rule: str) -> int:
 
 def calibration_args(config: Mapping, wildcards) -> str:
     """Calibration options: identical for the prior and every search of a (model, calibration), so
-    they share the memo. Only the options of this calibration's objective (its registry entry says
-    which) are passed, so changing the TLM settings does not rerun the perplexity-calibrated jobs.
-    `--data-dir` is not among them (data_dir_args)."""
-    variant = parse_label(wildcards.calibration)  # size of a calibration-size study
-    objective = calibration_spec(variant.base).objective
-    sizes = config["calibration"][objective]
-    return cli_args(
-        {
-            "calibration": variant.base,
-            "n_samples": variant.n_samples or sizes["n_samples"],
-            "seq_len": variant.seq_len or sizes["seq_len"],
-            "seed": wildcards.seed,
-            "calibration_label": wildcards.calibration if wildcards.calibration != variant.base else None,
-            "format": sizes.get("format"),  # TLM only
-            # TLM only, and only when not the default margin: a margin study's commands stay as they were.
-            "loss": sizes.get("loss") if sizes.get("loss") not in (None, "margin") else None,
-            # Perplexity only, and only when not the default exact packing.
-            "packing": sizes.get("packing") if sizes.get("packing") not in (None, "exact") else None,
-        },
-        flags={"format": "--tlm-format", "loss": "--tlm-loss", "packing": "--c4-packing"},
-    )
+    they share the memo. The calibration setup's own options (``CalibrationSetup.cli_options``:
+    only its objective's, so changing the TLM settings does not rerun the perplexity-calibrated
+    jobs). `--data-dir` is not among them (data_dir_args)."""
+    setup = CalibrationSetup.from_config(config, wildcards.calibration, int(wildcards.seed))
+    return cli_args(setup.cli_options(), flags=CalibrationSetup.CLI_FLAGS)
 
 
 def _largest_nested_tlm_size(config: Mapping, wildcards) -> int | None:

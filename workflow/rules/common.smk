@@ -18,6 +18,8 @@ except ImportError:
     sys.path.insert(0, os.path.join(workflow.basedir, "src"))
     import depthprune.workflow as wf
 
+from depthprune.paths import run_parts, search_parts
+
 SCHEMA_PATH = os.path.join(
     workflow.basedir, "workflow", "schemas", "config.schema.yaml"
 )
@@ -95,9 +97,13 @@ def eval_cache_dir(wildcards):
     return wf.eval_cache_dir(config, wildcards)
 
 
-# One search's files: results/<model>/<calibration>/seed<k>/M<M>/<algorithm>/ (and its log and
-# timing), as wildcard patterns for the search and evaluate_selections rules.
-SEARCH_PARTS = ("{model}", "{calibration}", "seed{seed}", "M{budget}", "{algorithm}")
+# One run's and one search's folders (results/<model>/<calibration>/seed<k>/ and .../M<M>/<algorithm>/,
+# named by the package: src/depthprune/paths.py), as wildcard patterns for the prior, search and
+# evaluate_selections rules (the logs and timings of a search repeat the search's folders).
+RUN_PARTS = run_parts("{model}", "{calibration}", "{seed}")
+SEARCH_PARTS = search_parts(
+    "{model}", "{calibration}", "{seed}", "{budget}", "{algorithm}"
+)
 
 
 def search_file(name):
@@ -121,11 +127,9 @@ def model_selections(wildcards):
     """Every selection.json of one model and seed: all calibrations, budgets and algorithms."""
     return [
         results_path(
-            wildcards.model,
-            calibration,
-            f"seed{wildcards.seed}",
-            f"M{budget}",
-            algorithm,
+            *search_parts(
+                wildcards.model, calibration, wildcards.seed, budget, algorithm
+            ),
             "selection.json",
         )
         for calibration in calibration_labels()
@@ -198,7 +202,7 @@ def model_budgets(model):
 def search_dirs():
     """results/<model>/<calibration>/seed<k>/M<M>/<algorithm> for every search the config asks for."""
     return [
-        results_path(model, calibration, f"seed{seed}", f"M{budget}", algorithm)
+        results_path(*search_parts(model, calibration, seed, budget, algorithm))
         for model in config["models"]
         for calibration in calibration_labels()
         for seed in config["seeds"]

@@ -9,7 +9,7 @@ rule prior:
         # calibration_sizes.nested_tlm_priors: a smaller TLM size's prior is derived from the largest's
         items_from=lambda wildcards: wf.nested_prior_source(config, wildcards) or [],
     output:
-        results_path("{model}", "{calibration}", "seed{seed}", "prior.json"),
+        results_path(*RUN_PARTS, "prior.json"),
     log:
         log_path("prior", "{model}", "{calibration}", "seed{seed}.log"),
     benchmark:

@@ -1,8 +1,9 @@
 """Calibration data and objectives (docs/method.md §2)."""
 
+from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.specs import CALIBRATIONS, CalibrationSpec, calibration_spec
 
-__all__ = ["CALIBRATIONS", "CalibrationSpec", "build_objective", "calibration_spec"]
+__all__ = ["CALIBRATIONS", "CalibrationSetup", "CalibrationSpec", "build_objective", "calibration_spec"]
 
 
 def __getattr__(name):

@@ -24,13 +24,16 @@ import numpy as np
 import torch
 
 from depthprune.calibration import data as calib_data
-from depthprune.calibration.specs import CALIBRATIONS, calibration_spec  # noqa: F401 (re-exported)
+from depthprune.calibration.specs import (  # noqa: F401 (CALIBRATIONS, C4_PACKINGS re-exported)
+    C4_PACKINGS,
+    CALIBRATIONS,
+    TLM_LOSSES,
+    calibration_spec,
+)
 from depthprune.calibration.tlm import TLMItem, label_requests, parse_item, text_requests
 from depthprune.engine.records import ItemScores
 
 log = logging.getLogger(__name__)
-
-TLM_LOSSES = ("margin", "cross_entropy")
 
 
 @dataclass
@@ -339,9 +342,6 @@ def _hash_batches(batches: list[Batch]) -> str:
     return digest.hexdigest()[:16]
 
 
-C4_PACKINGS = ("exact", "truncate")
-
-
 def exact_length_ids(texts: list[str], reserve: list[str], tokenizer, seq_len: int) -> list[list[int]]:
     """One sequence of exactly ``seq_len`` tokens per drawn document (the paper: 64 x 2048 tokens).
 
@@ -480,29 +480,21 @@ class CalibrationSamples:
     requests: list[list[tuple[str, str]]] | None = None
 
 
-def load_calibration_samples(
-    calibration: str,
-    data_dir=None,
-    n_samples: int = 64,
-    seed: int = 0,
-    tlm_format: str = "text",
-    c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
-    cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
-    heldout: int | None = None,
-) -> CalibrationSamples:
-    """Read, sample and validate the calibration data of ``calibration`` (docs/method.md §2); no tokenizer needed.
+def load_calibration_samples(setup, heldout: int | None = None) -> CalibrationSamples:
+    """Read, sample and validate the calibration data of ``setup`` (a calibration/setup.py
+    ``CalibrationSetup``; docs/method.md §2); no tokenizer needed.
 
     ``heldout``: instead of the sample, that many rows of the fixed held-out draw
     (calibration/heldout.py), after checking that the sample (``seed``, ``n_samples``) shares none of them.
     """
+    calibration, n_samples, seed, tlm_format = setup.calibration, setup.n_samples, setup.seed, setup.tlm_format
+    data_dir = setup.data_dir
     spec = calibration_spec(calibration)
-    if spec.objective == "tlm" and tlm_format not in ("text", "labels"):
-        raise ValueError(f"tlm_format {tlm_format!r} (option tlm.format): expected text or labels")
     if spec.source == "c4":
-        rows = calib_data.load_c4_documents(data_dir, c4_dataset)
+        rows = calib_data.load_c4_documents(data_dir, setup.c4_dataset)
         what = "C4 documents"
     else:
-        rows = calib_data.load_cs170k_rows_located(data_dir, cs170k_dataset)
+        rows = calib_data.load_cs170k_rows_located(data_dir, setup.cs170k_dataset)
         what = "Commonsense 170k rows"
     if heldout is None:
         indices, reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, what)
@@ -536,52 +528,33 @@ def load_calibration_samples(
     return CalibrationSamples(calibration, items=items, requests=requests)
 
 
-def check_sizes(seq_len: int, token_budget: int | None = None) -> None:
-    if seq_len < 2:
-        raise ValueError(f"seq_len (option --seq-len / calibration seq_len) must be at least 2 (got {seq_len})")
-    if token_budget is not None and token_budget < seq_len:
-        raise ValueError(f"token_budget ({token_budget}) must be at least seq_len ({seq_len})")
+def build_objective(setup, tokenizer, token_budget: int = 8192, samples: CalibrationSamples | None = None) -> Objective:
+    """The calibration objective of ``setup`` (a calibration/setup.py ``CalibrationSetup``, which
+    calls this as ``setup.build_objective``; docs/method.md §2), in micro-batches of at most
+    ``token_budget`` padded tokens.
 
-
-def build_objective(
-    calibration: str,
-    tokenizer,
-    data_dir=None,
-    n_samples: int = 64,
-    seq_len: int = 2048,
-    seed: int = 0,
-    tlm_format: str = "text",
-    token_budget: int = 8192,
-    shared_context: bool = True,
-    c4_dataset: str = calib_data.DEFAULT_C4_DATASET,
-    cs170k_dataset: str = calib_data.DEFAULT_CS170K_DATASET,
-    samples: CalibrationSamples | None = None,
-    tlm_loss: str = "margin",
-    c4_packing: str = "exact",
-) -> Objective:
-    """The calibration objective ``calibration`` on ``n_samples`` seeded samples (docs/method.md §2).
-
-    ``samples``: data already read by :func:`load_calibration_samples` (the CLI reads it before
-    loading the model); otherwise it is read here. ``c4_packing`` (``C4_PACKINGS``): ``exact``, every
-    C4 sequence ``seq_len`` tokens (a short document continued by the next ones); ``truncate``, each
-    document cut at ``seq_len`` tokens, as the committed calibration-size study was made.
+    ``samples``: data already read by ``setup.load_samples()`` or ``setup.load_heldout(n)`` (the CLI
+    reads it before loading the model); otherwise the sample is read here. C4 packing
+    (``setup.c4_packing``): ``exact``, every C4 sequence ``seq_len`` tokens (a short document
+    continued by the next ones); ``truncate``, each document cut at ``seq_len`` tokens, as the
+    committed calibration-size study was made.
     """
-    if c4_packing not in C4_PACKINGS:
-        raise ValueError(
-            f"c4 packing {c4_packing!r} (option --c4-packing / calibration.perplexity.packing): "
-            f"expected one of {', '.join(C4_PACKINGS)}"
-        )
-    spec = calibration_spec(calibration)
-    check_sizes(seq_len, token_budget)
+    setup.check_sizes()
+    if token_budget < setup.seq_len:
+        raise ValueError(f"token_budget ({token_budget}) must be at least seq_len ({setup.seq_len})")
     if samples is None:
-        samples = load_calibration_samples(
-            calibration, data_dir, n_samples, seed, tlm_format, c4_dataset, cs170k_dataset
-        )
-    elif samples.calibration != calibration:
-        raise ValueError(f"calibration samples are for {samples.calibration!r}, not {calibration!r}")
-    if spec.objective == "perplexity":
-        reserve = samples.reserve if c4_packing == "exact" else None
-        return perplexity_objective(samples.texts, tokenizer, seq_len, token_budget, reserve=reserve)
+        samples = load_calibration_samples(setup)
+    elif samples.calibration != setup.calibration:
+        raise ValueError(f"calibration samples are for {samples.calibration!r}, not {setup.calibration!r}")
+    if setup.spec.objective == "perplexity":
+        reserve = samples.reserve if setup.packing == "exact" else None
+        return perplexity_objective(samples.texts, tokenizer, setup.seq_len, token_budget, reserve=reserve)
     return tlm_objective(
-        samples.items, samples.requests, tokenizer, seq_len, token_budget, shared_context=shared_context, loss=tlm_loss
+        samples.items,
+        samples.requests,
+        tokenizer,
+        setup.seq_len,
+        token_budget,
+        shared_context=setup.tlm_context == "shared",
+        loss=setup.loss,
     )

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The values of the calibration options (cli_common's choices, CalibrationSetup's checks, the objectives').
+TLM_FORMATS = ("text", "labels")  # TLM candidate scoring (docs/method.md §2)
+TLM_LOSSES = ("margin", "cross_entropy")
+TLM_CONTEXTS = ("shared", "separate")  # candidates as branches of one tree-masked row, or one row each
+C4_PACKINGS = ("exact", "truncate")
+
 
 @dataclass(frozen=True)
 class CalibrationSpec:

@@ -2,7 +2,8 @@
 (docs/method.md §5). One job per module:
 
 - ``records``: what an evaluator answers (``EvalRecord``, ``EvaluatorStats``, ``MemoEntry``) and the
-  interface searches rely on (``Evaluator``); no torch import, so synthetic evaluators reuse them;
+  interface searches rely on (``Evaluator``); no torch import, so the tests' synthetic evaluator
+  (tests/synthetic.py) reuses them;
 - ``memo``: a set's loss is computed once (``Memo`` in memory over an optional ``SqliteMemo`` shared
   by jobs; ``NullMemo`` for ``--no-cache``), keyed by ``memo_key``;
 - ``states``: the hidden states entering block j of pruned models, cached under (S ∩ [0, j), j)

@@ -1,6 +1,6 @@
 """What a subset evaluator answers, and the interface the prior and the searches rely on.
 
-No torch import: synthetic evaluators (depthprune.search.synthetic) and tests reuse these without
+No torch import: the tests' synthetic evaluator (tests/synthetic.py) and other tests reuse these without
 loading a model.
 """
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from depthprune.io import atomic_dir
+from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
 
 log = logging.getLogger(__name__)
@@ -196,10 +197,9 @@ def resolve_dtype(
             _logged_decisions.add(decision)
             log.info("dtype auto -> %s on %s (%s)", dtype_name(resolved), device, why)
         return resolved
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    except KeyError:
-        raise ValueError(f"dtype {dtype!r} (option dtype): expected auto, float32, bfloat16 or float16") from None
+    if dtype not in DTYPE_CHOICES:
+        raise ValueError(f"dtype {dtype!r} (option dtype): expected one of {', '.join(DTYPE_CHOICES)}")
+    return getattr(torch, dtype)
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -31,6 +31,7 @@ from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
+from depthprune.paths import search_file_globs
 from depthprune.reporting.provenance import check_provenance
 
 log = logging.getLogger(__name__)
@@ -94,24 +95,21 @@ def discover_result_files(results_dir: str | Path) -> tuple[list[Path], list[Pat
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"--results {root}: directory not found")
-    # results/<model>/<calibration>/seed<k>/M<M>/<algorithm>/ (and the layout before seeds, without seed<k>)
-    selections = sorted(root.glob("*/*/seed*/M*/*/selection.json")) + sorted(root.glob("*/*/M*/*/selection.json"))
-    metrics = (
-        sorted(root.glob("*/*/seed*/M*/*/metrics.csv"))
-        + sorted(root.glob("*/*/M*/*/metrics.csv"))
-        + sorted(root.glob("*/dense/metrics.csv"))
-    )
+    selections = search_files(root, "selection.json")
+    metrics = search_files(root, "metrics.csv") + sorted(root.glob("*/dense/metrics.csv"))
     return selections, metrics
+
+
+def search_files(root: Path, name: str) -> list[Path]:
+    """The file ``name`` of every search folder under ``root`` (paths.search_file_globs: the seeds
+    layout, then the one before seeds)."""
+    return [path for pattern in search_file_globs(name) for path in sorted(root.glob(pattern))]
 
 
 def discover_samples(results_dir: str | Path) -> list[Path]:
     """samples.parquet files next to the metrics.csv files of the Snakemake layout."""
     root = Path(results_dir)
-    return (
-        sorted(root.glob("*/*/seed*/M*/*/samples.parquet"))
-        + sorted(root.glob("*/*/M*/*/samples.parquet"))
-        + sorted(root.glob("*/dense/samples.parquet"))
-    )
+    return search_files(root, "samples.parquet") + sorted(root.glob("*/dense/samples.parquet"))
 
 
 def path_seed(path: Path) -> int | None:

@@ -18,12 +18,11 @@ from depthprune.cli_common import (
     add_evaluator_args,
     add_model_args,
     build_evaluator,
-    c4_packing,
-    calibration_label,
+    calibration_setup,
     check_calibration_inputs,
     load_model_from_args,
     protected_from_args,
-    tlm_loss,
+    token_budget,
 )
 from depthprune.io import format_layers
 from depthprune.prior import check_prior, load_prior
@@ -101,43 +100,22 @@ def parse_scalar(text: str) -> Any:
     return value
 
 
-def expected_prior_settings(args: argparse.Namespace, n_layers: int) -> dict[str, Any]:
-    """What the prior's ``evaluator`` record must say for this search, known without loading the model
-    (``n_layers``: the prior's, which resolves --protect boundary)."""
-    from depthprune.calibration.specs import CALIBRATIONS
-    from depthprune.models.loading import model_fingerprint, resolve_device, resolve_dtype, resolve_local
+def expected_prior_record(args: argparse.Namespace, setup, n_layers: int) -> dict[str, Any]:
+    """The evaluator record this search's own prior would carry (``engine/evaluator.describe``), as
+    far as it is known without loading the model: the model's fingerprint, the calibration setup's
+    name and record, the resolved dtype, the protected layers (``n_layers``: the prior's, which
+    resolves --protect boundary) and the scoring version."""
+    from depthprune.models.loading import dtype_name, model_fingerprint, resolve_device, resolve_dtype, resolve_local
     from depthprune.versions import SCORING_VERSION
 
-    dtype = resolve_dtype(args.dtype, resolve_device(args.device))
     return {
         "model_fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
-        "calibration": calibration_label(args),
-        "n_samples": args.n_samples,
-        "seq_len": args.seq_len,
-        "seed": args.seed,
-        "tlm_format": args.tlm_format if CALIBRATIONS[args.calibration].objective == "tlm" else None,
-        "dtype": str(dtype).removeprefix("torch."),
+        "calibration": setup.name,
+        **setup.record(),
+        "dtype": dtype_name(resolve_dtype(args.dtype, resolve_device(args.device))),
         "protected": list(protected_from_args(args, n_layers)),
         "scoring_version": SCORING_VERSION,
-        **({"tlm_loss": tlm_loss(args)} if tlm_loss(args) != "margin" else {}),
     }
-
-
-def heldout_objective(args: argparse.Namespace, loaded, samples):
-    """The calibration objective of the held-out rows, built exactly as the calibration's own."""
-    from depthprune.calibration.objectives import build_objective
-
-    return build_objective(
-        args.calibration,
-        loaded.tokenizer,
-        seq_len=args.seq_len,
-        tlm_format=args.tlm_format,
-        token_budget=max(args.token_budget, args.seq_len),
-        shared_context=args.tlm_context == "shared",
-        samples=samples,
-        tlm_loss=tlm_loss(args),
-        c4_packing=c4_packing(args),
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -160,7 +138,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace) -> int:
-    from depthprune.calibration.objectives import load_calibration_samples
     from depthprune.engine.scoring import score_heldout
     from depthprune.search.runner import (  # pandas: only when a search runs
         claim_workdir,
@@ -171,28 +148,20 @@ def _run_locked(args: argparse.Namespace) -> int:
 
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
-    prior = load_prior(args.prior, calibration_label(args))
+    setup = calibration_setup(args)
+    prior = load_prior(args.prior, setup.name)
     n_layers = prior.get("n_layers", len(prior["scores"]))
     validate_budget(args.budget, n_layers, protected_from_args(args, n_layers))
-    check_prior(args.prior, prior, expected_prior_settings(args, n_layers))
-    samples = check_calibration_inputs(args)
+    check_prior(args.prior, prior, expected_prior_record(args, setup, n_layers))
+    samples = check_calibration_inputs(args, setup=setup)
     heldout_samples = None
     if args.heldout_samples is not None:  # read and checked (disjoint from this sample) before the model loads
-        heldout_samples = load_calibration_samples(
-            args.calibration,
-            args.data_dir,
-            n_samples=args.n_samples,
-            seed=args.seed,
-            tlm_format=args.tlm_format,
-            c4_dataset=args.c4_dataset,
-            cs170k_dataset=args.cs170k_dataset,
-            heldout=args.heldout_samples,
-        )
+        heldout_samples = setup.load_heldout(args.heldout_samples)
     if args.recompute:
         clear_workdir(args.workdir)  # the BO study: this search's own cache (refused if not its folder)
     claim_workdir(args.workdir)
     loaded = load_model_from_args(args)
-    evaluator = build_evaluator(args, loaded, samples=samples)
+    evaluator = build_evaluator(args, loaded, samples=samples, setup=setup)
     validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
     recorded_data = (prior.get("evaluator") or {}).get("data_hash")
     if recorded_data is not None and recorded_data != evaluator.describe()["data_hash"]:
@@ -211,7 +180,7 @@ def _run_locked(args: argparse.Namespace) -> int:
         prior_seconds=float(prior.get("cost", {}).get("seconds", 0.0)),
     )
     if heldout_samples is not None:
-        objective = heldout_objective(args, loaded, heldout_samples)
+        objective = setup.build_objective(loaded.tokenizer, token_budget(args), heldout_samples)
         result.heldout = {"n_samples": args.heldout_samples, **score_heldout(loaded, objective, result.removed)}
         log.info(
             "held-out loss %.6g on %d samples (%.1f s)",
@@ -228,7 +197,7 @@ def _run_locked(args: argparse.Namespace) -> int:
             f"search: model {loaded.name!r} gives a non-finite {', '.join(bad)} for removed set "
             f"[{format_layers(result.removed)}]: its weights or computation are broken (NaN/inf); nothing was written"
         )
-    write_outputs(result, loaded.name, calibration_label(args), args.out_selection, args.out_trace)
+    write_outputs(result, loaded.name, setup.name, args.out_selection, args.out_trace)
     print(
         f"{args.algorithm} M={args.budget}: removed [{format_layers(result.removed)}] loss={result.loss:.6g} "
         f"distinct={result.distinct_evaluations} memo_hits={result.memo_hits} blocks={result.blocks_run} "

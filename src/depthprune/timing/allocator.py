@@ -29,6 +29,7 @@ import sys
 import time
 
 from depthprune import allocator
+from depthprune.models import DTYPE_CHOICES
 from depthprune.timing.evaluate import COMPARE_SETS
 
 MODES = ("system", "keep")
@@ -36,7 +37,7 @@ MODES = ("system", "keep")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default="auto", choices=list(DTYPE_CHOICES))
     parser.add_argument("--data-dir", help="offline mirror (default: hub)")
     parser.add_argument("--budget", type=int, default=9, help="greedy pass length M")
     parser.add_argument("--limit", type=int, default=25, help="HellaSwag documents of the evaluation workload")

@@ -19,12 +19,14 @@ import argparse
 import statistics
 import time
 
+from depthprune.models import DTYPE_CHOICES
+
 SETTINGS = {"one call": 0, "blocked": None}  # LOGSUMEXP_BLOCK_ROWS; None: the module's default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default="auto", choices=list(DTYPE_CHOICES))
     parser.add_argument("--data-dir", help="offline mirror (default: hub)")
     parser.add_argument("--calibration", default="ppl_c4", choices=["ppl_c4", "ppl_cs170k", "tlm_cs170k"])
     parser.add_argument("--n-samples", type=int, default=8)

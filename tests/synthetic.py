@@ -1,4 +1,4 @@
-"""A synthetic subset evaluator with a known objective, for tests and quick experiments.
+"""A synthetic subset evaluator with a known objective, for the tests (``from synthetic import ...``).
 
 L(S) = base + Σ_{i∈S} u_i + Σ_{i<j∈S} P_ij: additive when P = 0, with pairwise interactions
 otherwise. It implements the evaluator interface (depthprune.engine.records.Evaluator: evaluate,
