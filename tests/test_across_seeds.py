@@ -190,3 +190,46 @@ def test_decision_table_counts_seeds_and_reports_partial_claims():
     assert signs["estimate"] == 3 and signs["verdict"] == "inconclusive"  # 3 of 4; the rule needs 4 of 4
     claim = claims[(claims.index == "claim") & (claims["claim"] == "5.3")].iloc[0]
     assert claim["seeds_holding"] == "1 of 2" and claim["verdict"] == "inconclusive"
+
+
+def test_a_band_pass_that_noise_passes_too_is_uninformative_across_seeds():
+    """The accuracy ratio's band test passes on pure noise often (its per-seed null pass, from each
+    seed's observations): a two-stage pass is then uninformative, as a single seed's would be."""
+    ratio = "accuracy shift ratio calibration / algorithm, max over cells"
+    base = {
+        "model": "all",
+        "budget": 0,
+        "statistic": ratio,
+        "condition": "",
+        "document_variance": 0.05,
+        "seed_variance": 0.0,
+    }
+    two_stage = pd.DataFrame(
+        [
+            {**base, "n_seeds": 1, "seed": s, "estimate": 1.1, "ci_low": 0.8, "ci_high": 1.4, "verdict": "holds"}
+            for s in ("0", "1")
+        ]
+        + [
+            {
+                **base,
+                "n_seeds": 2,
+                "seed": "two-stage",
+                "estimate": 1.1,
+                "ci_low": 0.8,
+                "ci_high": 1.4,
+                "verdict": "holds",
+            }
+        ]
+    )
+    empty_rho = pd.DataFrame(columns=["seed", "model", "budget", "calibration", "kind", "rho", "replicates"])
+    empty_sets = pd.DataFrame(columns=["model", "budget", "n_seeds", "per_seed", "estimate", "p_value", "verdict"])
+
+    def verdict(null_pass):
+        claims = decision_table(two_stage, empty_rho, empty_sets, None, 0.5, accuracy_null_pass=null_pass)
+        return claims[claims["statistic"].str.startswith("accuracy")].iloc[0]
+
+    noisy = verdict({0: 0.55, 1: 0.40})
+    assert noisy["verdict"] == "uninformative" and noisy["seeds_holding"] == "0 of 2"
+    assert noisy["per_seed"] == "uninformative, uninformative"
+    strict = verdict({0: 0.03, 1: 0.05})
+    assert strict["verdict"] == "holds" and strict["seeds_holding"] == "2 of 2"

@@ -46,6 +46,7 @@ from depthprune.reporting.statistics.power import evaluation_size, evaluation_si
 from depthprune.reporting.style import CONTROL_ALGORITHMS
 from depthprune.reporting.tables.paper_tables import TABLE_NAMES, build_tables, write_tables
 from depthprune.reporting.verdicts.across_seeds import (
+    accuracy_ratio_null_pass,
     decision_markdown,
     decision_table,
     rho_cells,
@@ -289,7 +290,7 @@ def render(
         text += loss_accuracy_markdown(loss_accuracy)
         text += evaluation_size_markdown(evaluation_size(contrast, evaluation_limit(reps)))
         if len(seeds) > 1:
-            by_seed = {primary: observations.verdicts}
+            by_seed = {primary: observations}
             for seed in seeds[1:]:
                 by_seed[seed] = evaluate_observations(
                     paper_only(for_seed(agg.selections, seed)),
@@ -298,14 +299,21 @@ def render(
                     comparable_band,
                     strong_rho,
                     samples=for_seed(all_samples, seed) if all_samples is not None else None,
-                ).verdicts
-            verdicts = verdicts_by_seed(by_seed)
+                )
+            verdicts = verdicts_by_seed({seed: seen.verdicts for seed, seen in by_seed.items()})
             atomic_write_report_csv(tables_dir / "seeds_verdicts.csv", verdicts)
             written.append(tables_dir / "seeds_verdicts.csv")
             text += seeds_markdown(primary, verdicts, set_stability(agg.selections))
             # The cross-seed decision rule (docs/method.md §10), each seed's verdict beside it.
             tables = across_seeds_tables()
-            claims = decision_table(tables["two_stage"], tables["rho"], tables["sets"], verdicts, strong_rho)
+            claims = decision_table(
+                tables["two_stage"],
+                tables["rho"],
+                tables["sets"],
+                verdicts,
+                strong_rho,
+                accuracy_null_pass={seed: accuracy_ratio_null_pass(seen.rows) for seed, seen in by_seed.items()},
+            )
             atomic_write_report_csv(tables_dir / "seeds_claims.csv", claims)
             written.append(tables_dir / "seeds_claims.csv")
             text += decision_markdown(claims, len(seeds), seeds_planned)

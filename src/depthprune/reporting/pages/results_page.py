@@ -333,6 +333,24 @@ def seeds_table(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
     return "\n".join(markdown_table(header, rows))
 
 
+def seeds_headline(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
+    """The README's across-seeds lines: per claim (and the TLM − perplexity gap per M) how many seeds
+    hold on their own, each seed's verdict and the verdict across seeds (docs/method.md §10)."""
+    rows = []
+    for r in read_rows(Path(repo) / folder / "tables" / "seeds_claims.csv"):
+        if r["claim"] == "gap":
+            value, lo, hi = (float(r[k]) for k in ("estimate", "ci_low", "ci_high"))
+            label = "TLM − perplexity, " + r["statistic"].split(":")[0].split()[-1]  # "<model> M=7: …"
+            estimate = f"{value:+.1f} [{lo:+.1f}, {hi:+.1f}] points"
+        elif r["statistic"] == "claim":
+            label, estimate = f"§{r['claim']}", ""
+        else:
+            continue
+        rows.append([label, estimate, r["seeds_holding"], r["per_seed"], r["verdict"]])
+    header = ["claim", "two-stage [95% CI]", "seeds holding", "per seed (0, 1, …)", "across seeds"]
+    return "\n".join(markdown_table(header, rows))
+
+
 def readme_with_block(readme: str, begin: str, end: str, text: str) -> str:
     """`readme` with the text between the markers `begin` and `end` replaced by `text`."""
     start, stop = readme.index(begin) + len(begin), readme.index(end)
@@ -350,7 +368,7 @@ def readme_generated(readme: str, repo: str | Path) -> str:
     if TLM_BEGIN in readme:
         readme = readme_with_block(readme, TLM_BEGIN, TLM_END, tlm_table(repo))
     if SEEDS_BEGIN in readme and (Path(repo) / SEEDS_STUDY / "tables" / "seeds_claims.csv").is_file():
-        readme = readme_with_block(readme, SEEDS_BEGIN, SEEDS_END, seeds_table(repo))
+        readme = readme_with_block(readme, SEEDS_BEGIN, SEEDS_END, seeds_headline(repo))
     if DECOMPOSITION_BEGIN in readme:
         readme = readme_with_block(readme, DECOMPOSITION_BEGIN, DECOMPOSITION_END, decomposition_paragraph(repo))
     return readme

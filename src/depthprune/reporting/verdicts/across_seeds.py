@@ -27,6 +27,7 @@ import pandas as pd
 
 from depthprune.io import parse_layers
 from depthprune.reporting.statistics.distinct import distinct_spearman_table
+from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
 from depthprune.reporting.statistics.two_stage import (
     ACCURACY_RATIO,
     ALGORITHM_SPREAD,
@@ -41,7 +42,15 @@ from depthprune.reporting.statistics.two_stage import (
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.alignment import rho_replicates
 from depthprune.reporting.verdicts.paper_shifts import ORDER, cell_grids, most, pooled_ratio, threshold_side
-from depthprune.reporting.verdicts.rules import FAILS, HOLDS, NOT_TESTABLE, UNSURE, combine, within_band
+from depthprune.reporting.verdicts.rules import (
+    FAILS,
+    HOLDS,
+    NOT_TESTABLE,
+    UNSURE,
+    combine,
+    uninformative_if_noise_passes,
+    within_band,
+)
 
 SETS_NULL_DRAWS = 10_000
 SETS_NULL_SEED = 20_261_206
@@ -253,6 +262,7 @@ def decision_table(
     per_seed_verdicts: pd.DataFrame | None,
     strong_rho: float,
     n_resamples: int = 10_000,
+    accuracy_null_pass: Mapping[int, float] | None = None,
 ) -> pd.DataFrame:
     """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
     verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
@@ -325,8 +335,26 @@ def decision_table(
             }
         )
     for r in pooled[pooled["statistic"] == ACCURACY_RATIO].itertuples(index=False):
-        rows.append(statistic_row("5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)"))
-        claim_verdicts["5.2"].append(r.verdict)
+        row = statistic_row("5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
+        if accuracy_null_pass:
+            # The single-seed test's last step: noise alone passing the band test more often than
+            # UNINFORMATIVE_LEVEL makes a pass uninformative, per seed on its own null pass
+            # probability and across seeds on their mean.
+            mine = singles[singles["statistic"] == ACCURACY_RATIO].sort_values("seed", key=lambda s: s.astype(int))
+            per_seed = [
+                uninformative_if_noise_passes(v, accuracy_null_pass.get(int(seed), np.nan))
+                for seed, v in zip(mine["seed"], mine["verdict"])
+            ]
+            mean_null = float(np.nanmean(list(accuracy_null_pass.values())))
+            row |= {
+                "seeds_holding": f"{per_seed.count(HOLDS)} of {len(per_seed)}",
+                "per_seed": ", ".join(per_seed),
+                "verdict": uninformative_if_noise_passes(r.verdict, mean_null),
+                "rule": f"two-stage interval in the band; uninformative when noise passes > "
+                f"{UNINFORMATIVE_LEVEL:.0%} (mean null pass over seeds {mean_null:.0%})",
+            }
+        rows.append(row)
+        claim_verdicts["5.2"].append(row["verdict"])
     # §5.3: signs over the (M, seed) cells, and the median under perplexity pruning.
     for kind, sign, label in (
         ("tlm", 1, "TLM pruning: cells with ρ > 0"),
@@ -451,3 +479,14 @@ def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | N
         ci = "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3g}, {r.ci_high:.3g}]"
         lines.append(f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {r.seeds_holding or ''} | {r.verdict} |")
     return "\n".join(lines) + "\n"
+
+
+def accuracy_ratio_null_pass(rows: pd.DataFrame) -> float:
+    """A seed's null pass probability of the pooled accuracy ratio's band test (its observations.csv
+    row), NaN when it has none."""
+    chosen = rows[
+        (rows["claim"] == "5.2")
+        & (rows["scope"] == "all (max over cells)")
+        & rows["statistic"].str.startswith("accuracy shift ratio")
+    ]
+    return float(chosen["null_pass_probability"].iloc[0]) if len(chosen) else float("nan")
