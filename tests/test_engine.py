@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -275,8 +276,9 @@ def test_records_memo_and_synthetic_evaluators_import_no_torch(repo_root):
     """The engine's records, protocol and memo stay torch-free, so synthetic evaluators reuse them."""
     code = (
         "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"  # tests/synthetic.py
         "from depthprune.engine.records import Evaluator\n"
-        "from depthprune.search.synthetic import random_objective\n"
+        "from synthetic import random_objective\n"
         "from depthprune.search.base import TracingEvaluator\n"
         "ev = random_objective(6, seed=0)\n"
         "assert isinstance(ev, Evaluator) and isinstance(TracingEvaluator(ev), Evaluator)\n"

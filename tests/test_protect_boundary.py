@@ -14,7 +14,7 @@ from depthprune.io import read_json
 from depthprune.models.pruning import protected_blocks
 from depthprune.search import ALGORITHMS
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 
 N = 12
 FAST = {

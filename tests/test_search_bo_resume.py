@@ -9,17 +9,20 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from depthprune.search.bo import STUDY_FILE
 
 N_TRIALS = 30
+TESTS_DIR = str(Path(__file__).parent)  # tests/synthetic.py, for the scripts run in their own process
 
 # A synthetic BO search in its own process; `delay` slows every evaluation request so the parent
 # can kill it mid-search. Prints the result and how many requests this process made.
 SCRIPT = f"""
 import json, sys, time
+sys.path.insert(0, {TESTS_DIR!r})
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 
 workdir, delay = sys.argv[1], float(sys.argv[2])
 ev = random_objective(12, seed=3, interaction=0.3)
@@ -110,10 +113,12 @@ def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
 
 # A small space (8 layers, M = 3: 56 sets, 30 trials): most proposals are repeats and many repairs
 # fall back to the seeded random set, which is where a seed from trial.number went wrong.
-SMALL_SPACE = """
+SMALL_SPACE = (
+    f"import sys; sys.path.insert(0, {TESTS_DIR!r})\n"
+    + """
 import json, os, signal, sys
 from depthprune.search.runner import run_search
-from depthprune.search.synthetic import random_objective
+from synthetic import random_objective
 
 workdir, kill_at = sys.argv[1], int(sys.argv[2])
 ev = random_objective(8, seed=3, interaction=0.3)
@@ -132,6 +137,7 @@ print(json.dumps({
     "requests_this_process": len(calls),
 }))
 """
+)
 
 
 def run_small_space(workdir, kill_at: int = 0) -> subprocess.CompletedProcess:
@@ -166,7 +172,7 @@ def test_bo_interrupted_by_an_error_resumes_to_the_uninterrupted_result(tmp_path
     import pytest
 
     from depthprune.search.runner import run_search
-    from depthprune.search.synthetic import random_objective
+    from synthetic import random_objective
 
     class Interrupted(Exception):
         pass

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from depthprune.search.runner import run_search, selection_document
-from depthprune.search.synthetic import SyntheticEvaluator, random_objective
+from synthetic import SyntheticEvaluator, random_objective
 
 
 def search(ev, name, budget, tmp_path, seed=0, **params):
