@@ -53,6 +53,11 @@ STUDIES = {
         "results/cross_control/aggregate",
         "figures/cross_control",
     ),
+    "seeds_default": (
+        ["--configfile", "config/seeds_default.yaml"],
+        "results/seeds_default/aggregate",
+        "figures/seeds_default",
+    ),
 }
 FIGURE_RULES = {"render", "calibration_size", "figures"}
 
@@ -216,3 +221,40 @@ def test_figure_rules_quote_every_path(fresh_clone):
     assert {c.split()[4] for c in commands} == {"render", "calibration-size"}, output
     for command in commands:
         assert "--log-file 'my logs/" in command and "--out 'my figures/calibration_size" in command, command
+
+
+def test_seeds_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
+    """The four-seed study commits each run's small files under results/seeds_default/runs/ (issue
+    47): `depthprune aggregate` over them, with seed 0 from the committed default, gives the
+    committed aggregate: the same summary and per-document scores byte for byte, and the same
+    selections and metrics apart from the column naming each row's source file."""
+    import pandas as pd
+
+    from depthprune.cli import main
+
+    committed = REPO / "results" / "seeds_default" / "aggregate"
+    argv = [
+        "aggregate",
+        "--results",
+        str(REPO / "results" / "seeds_default" / "runs"),
+        "--protected",
+        "smollm2-135m=0 29",
+        "--base-aggregate",
+        str(REPO / "results" / "aggregate"),
+        "--base-calibrations",
+        "ppl_c4,tlm_cs170k",
+        "--base-seeds",
+        "0",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    for name in ("summary.parquet", "samples.parquet", "summary.csv"):
+        assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name
+    for name in ("selections", "metrics"):
+        rebuilt, original = (
+            pd.read_parquet(tmp_path / f"{name}.parquet"),
+            pd.read_parquet(committed / f"{name}.parquet"),
+        )
+        assert (original["source"] != rebuilt["source"]).all()  # runs/ here, the workflow's folders there
+        pd.testing.assert_frame_equal(rebuilt.drop(columns="source"), original.drop(columns="source"))

@@ -8,18 +8,26 @@ thick bar; a grey line where the claim is decided.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from depthprune.reporting.figures.plotting import empty_figure
-from depthprune.reporting.statistics.two_stage import ACCURACY_RATIO, ALGORITHM_SPREAD, CALIBRATION_SHIFT, TWO_STAGE
+from depthprune.reporting.statistics.two_stage import (
+    ACCURACY_RATIO,
+    ALGORITHM_SPREAD,
+    CALIBRATION_SHIFT,
+    GAP,
+    TWO_STAGE,
+)
 from depthprune.reporting.style import EXTRA_COLOURS, OKABE_ITO, TEXT_WIDTH_IN, figure_style, new_figure, save_figure
 
 # Where each statistic's claim is decided: 0 for a difference, one order of magnitude for the §5.2
 # perplexity conditions, ratio 1 for the accuracy shift ratio (its band is drawn around it).
 REFERENCE = {CALIBRATION_SHIFT: 1.0, ALGORITHM_SPREAD: 1.0, ACCURACY_RATIO: 1.0}
+PANEL_ORDER = (GAP, ACCURACY_RATIO, ALGORITHM_SPREAD, CALIBRATION_SHIFT)
 SEED_COLOURS = (OKABE_ITO["blue"], OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"], *EXTRA_COLOURS)
 ROW_HEIGHT_IN = 0.45
 MIN_HEIGHT_IN = 1.6
@@ -37,7 +45,8 @@ def figure_seeds(table: pd.DataFrame, out_dir: str | Path, stem: str = "seeds") 
         if table.empty:
             return empty_figure(out_dir, stem, "fewer than two seeds")
         table = table.assign(condition=table["condition"].fillna("") if "condition" in table else "")
-        statistics = list(dict.fromkeys(table["statistic"]))
+        present = list(dict.fromkeys(table["statistic"]))
+        statistics = [s for s in PANEL_ORDER if s in present] + [s for s in present if s not in PANEL_ORDER]
         rows_of = {
             statistic: sorted(
                 table.loc[table["statistic"] == statistic, ["model", "budget", "condition"]]
@@ -81,7 +90,7 @@ def figure_seeds(table: pd.DataFrame, out_dir: str | Path, stem: str = "seeds") 
                     ax.scatter([p["estimate"]], [y - 0.15], color="black", marker="D", s=14, zorder=3, label=label)
             labels = [_row_label(m, b, c, several_models) for m, b, c in rows_of[statistic]]
             ax.set_yticks(np.arange(len(labels)), labels, fontsize="x-small")
-            ax.set_ylim(len(labels) - 0.5, -0.7)
-            ax.set_xlabel(statistic, fontsize="x-small")
+            ax.set_ylim(tallest - 0.5, -0.7)  # rows equally spaced in every panel, from the top
+            ax.set_xlabel(textwrap.fill(statistic, 30), fontsize="x-small")
         axes[0].legend(loc="best", frameon=False, fontsize="x-small")
         return save_figure(fig, out_dir, stem)
