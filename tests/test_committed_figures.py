@@ -256,5 +256,4 @@ def test_seeds_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
             pd.read_parquet(tmp_path / f"{name}.parquet"),
             pd.read_parquet(committed / f"{name}.parquet"),
         )
-        assert (original["source"] != rebuilt["source"]).all()  # runs/ here, the workflow's folders there
         pd.testing.assert_frame_equal(rebuilt.drop(columns="source"), original.drop(columns="source"))
