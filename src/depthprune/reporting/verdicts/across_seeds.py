@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from depthprune.io import parse_layers
+from depthprune.reporting.analysis.agreement import jaccard
 from depthprune.reporting.statistics.distinct import distinct_spearman_table
 from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
 from depthprune.reporting.statistics.two_stage import (
@@ -41,7 +42,14 @@ from depthprune.reporting.statistics.two_stage import (
 )
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.alignment import rho_replicates
-from depthprune.reporting.verdicts.paper_shifts import ORDER, cell_grids, most, pooled_ratio, threshold_side
+from depthprune.reporting.verdicts.paper_shifts import (
+    ORDER,
+    cell_grids,
+    condition_values,
+    most,
+    pooled_ratio,
+    threshold_side,
+)
 from depthprune.reporting.verdicts.rules import (
     FAILS,
     HOLDS,
@@ -75,17 +83,11 @@ def per_seed_statistics(summary: pd.DataFrame, reps) -> dict[tuple, tuple[float,
     """One seed's (model, M, statistic, condition) -> (observed, document replicates): the gap, every
     §5.2 perplexity condition and the pooled accuracy ratio (model "all", M 0)."""
     out = gap_replicates(summary, reps)
+    statistic = {"calibration shift": CALIBRATION_SHIFT, "algorithm spread": ALGORITHM_SPREAD}
     for g in cell_grids(summary, "log10_avg_perplexity", reps):
-        obs, rep = g["observed"], g["replicates"] if g["replicates"] is not None else g["observed"]
-        shift_obs, shift_rep = np.abs(obs[..., 0] - obs[..., 1])[0], np.abs(rep[..., 0] - rep[..., 1])
-        for j, algorithm in enumerate(g["algorithms"]):
-            out[(g["model"], int(g["budget"]), CALIBRATION_SHIFT, algorithm)] = (float(shift_obs[j]), shift_rep[:, j])
-        spread_obs, spread_rep = np.ptp(obs, axis=1)[0], np.ptp(rep, axis=1)
-        for k, calibration in enumerate(PAPER_CALIBRATIONS):
-            out[(g["model"], int(g["budget"]), ALGORITHM_SPREAD, calibration)] = (
-                float(spread_obs[k]),
-                spread_rep[:, k],
-            )
+        for kind, condition, value, replicates in condition_values(g):
+            key = (g["model"], int(g["budget"]), statistic[kind], condition)
+            out[key] = (value, replicates if replicates is not None else np.array([value]))
     grids = cell_grids(summary, "avg_accuracy_points", reps)
     if grids:
         ratio, rep_ratio = pooled_ratio(grids)
@@ -174,42 +176,31 @@ def sign_count_verdict(rho: np.ndarray, claimed_sign: int) -> tuple[str, int, in
 # --------------------------------------------------------------------------- §5.1: sets across seeds
 
 
-def _jaccard(a: frozenset, b: frozenset) -> float:
-    union = a | b
-    return len(a & b) / len(union) if union else 1.0
-
-
 def within_across_terms(sets: Mapping[tuple[str, str], object]) -> tuple[np.ndarray, np.ndarray, float, int] | None:
     """For the algorithms with a set under both paper calibrations: per pair of algorithms a < b the
     within sum when their labels are aligned (J(a0, b0) + J(a1, b1)) and when one is swapped
     (J(a0, b1) + J(a1, b0)), the across mean (a swap leaves it unchanged) and the number of
-    algorithms. None below two algorithms. ``within − across`` for a flip vector f is then the mean over pairs of the aligned
-    or swapped sum (by f_a == f_b), halved, less the across mean."""
+    algorithms; None below two. ``within − across`` for a flip vector f is then the mean over pairs
+    of the aligned or swapped sum (by f_a == f_b), halved, less the across mean."""
     first, second = PAPER_CALIBRATIONS
     algorithms = sorted(a for a, c in sets if c == first and (a, second) in sets)
     if len(algorithms) < 2:
         return None
-    frozen = {
-        a: (frozenset(parse_layers(sets[(a, first)])), frozenset(parse_layers(sets[(a, second)]))) for a in algorithms
-    }
+    layers = {a: (parse_layers(sets[(a, first)]), parse_layers(sets[(a, second)])) for a in algorithms}
     aligned, swapped = [], []
     for i, a in enumerate(algorithms):
         for b in algorithms[i + 1 :]:
-            (a0, a1), (b0, b1) = frozen[a], frozen[b]
-            aligned.append(_jaccard(a0, b0) + _jaccard(a1, b1))
-            swapped.append(_jaccard(a0, b1) + _jaccard(a1, b0))
-    across = float(np.mean([_jaccard(*frozen[a]) for a in algorithms]))
+            (a0, a1), (b0, b1) = layers[a], layers[b]
+            aligned.append(jaccard(a0, b0) + jaccard(a1, b1))
+            swapped.append(jaccard(a0, b1) + jaccard(a1, b0))
+    across = float(np.mean([jaccard(*layers[a]) for a in algorithms]))
     return np.array(aligned), np.array(swapped), across, len(algorithms)
-
-
-def _pair_index(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.triu_indices(n, k=1)
 
 
 def within_across_under_flips(terms, flips: np.ndarray) -> np.ndarray:
     """within − across for each row of ``flips`` ((N, A) booleans: swap algorithm a's two labels)."""
     aligned, swapped, across, _ = terms
-    i, j = _pair_index(flips.shape[1])
+    i, j = np.triu_indices(flips.shape[1], k=1)  # the pairs' order in within_across_terms
     same = flips[:, i] == flips[:, j]
     within = np.where(same, aligned, swapped).mean(axis=1) / 2
     return within - across
@@ -345,7 +336,8 @@ def decision_table(
                 uninformative_if_noise_passes(v, accuracy_null_pass.get(int(seed), np.nan))
                 for seed, v in zip(mine["seed"], mine["verdict"])
             ]
-            mean_null = float(np.nanmean(list(accuracy_null_pass.values())))
+            known = [v for v in accuracy_null_pass.values() if np.isfinite(v)]
+            mean_null = float(np.mean(known)) if known else float("nan")  # none: no noise study ran
             row |= {
                 "seeds_holding": f"{per_seed.count(HOLDS)} of {len(per_seed)}",
                 "per_seed": ", ".join(per_seed),

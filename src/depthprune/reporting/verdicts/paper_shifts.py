@@ -93,41 +93,37 @@ def cell_grids(summary: pd.DataFrame, response: str, reps=None) -> list[dict]:
     return out
 
 
+def condition_values(g: dict):
+    """The perplexity conditions of one cell grid, in order: (kind, condition, observed value,
+    replicates (B,) or None): the calibration shift |ppl(tlm) − ppl(ppl_c4)| per algorithm, then the
+    algorithm spread (max − min over the algorithms) per calibration, in orders of magnitude."""
+    obs, rep = g["observed"], g["replicates"]
+    shift_obs = np.abs(obs[..., 0] - obs[..., 1])[0]
+    shift_rep = np.abs(rep[..., 0] - rep[..., 1]) if rep is not None else None
+    for j, algorithm in enumerate(g["algorithms"]):
+        yield "calibration shift", algorithm, float(shift_obs[j]), shift_rep[:, j] if rep is not None else None
+    spread_obs = np.ptp(obs, axis=1)[0]
+    spread_rep = np.ptp(rep, axis=1) if rep is not None else None
+    for k, calibration in enumerate(PAPER_CALIBRATIONS):
+        yield "algorithm spread", calibration, float(spread_obs[k]), spread_rep[:, k] if rep is not None else None
+
+
 def perplexity_conditions(grids: list[dict]) -> pd.DataFrame:
-    """One row per condition: kind ("calibration shift" per algorithm, "algorithm spread" per
-    calibration), model, budget, condition, value (orders of magnitude), interval with its
-    Monte-Carlo errors, and verdict."""
+    """One row per condition (``condition_values``): kind, model, budget, condition, value (orders
+    of magnitude), interval with its Monte-Carlo errors, and verdict."""
     rows = []
     for g in grids:
-        obs, rep = g["observed"], g["replicates"]
-        shift_obs = np.abs(obs[..., 0] - obs[..., 1])[0]
-        shift_rep = np.abs(rep[..., 0] - rep[..., 1]) if rep is not None else None
-        for j, algorithm in enumerate(g["algorithms"]):
-            ends = interval_mc(shift_rep[:, j]) if shift_rep is not None else (float("nan"),) * 4
+        for kind, condition, value, replicates in condition_values(g):
+            ends = interval_mc(replicates) if replicates is not None else (float("nan"),) * 4
             rows.append(
                 {
-                    "kind": "calibration shift",
+                    "kind": kind,
                     "model": g["model"],
                     "budget": g["budget"],
-                    "condition": algorithm,
-                    "value": float(shift_obs[j]),
+                    "condition": condition,
+                    "value": value,
                     "ci": ends,
-                    "verdict": threshold_side(ends[0], ends[1], shift_obs[j], ORDER, above=True),
-                }
-            )
-        spread_obs = np.ptp(obs, axis=1)[0]
-        spread_rep = np.ptp(rep, axis=1) if rep is not None else None
-        for k, calibration in enumerate(PAPER_CALIBRATIONS):
-            ends = interval_mc(spread_rep[:, k]) if spread_rep is not None else (float("nan"),) * 4
-            rows.append(
-                {
-                    "kind": "algorithm spread",
-                    "model": g["model"],
-                    "budget": g["budget"],
-                    "condition": calibration,
-                    "value": float(spread_obs[k]),
-                    "ci": ends,
-                    "verdict": threshold_side(ends[0], ends[1], spread_obs[k], ORDER, above=False),
+                    "verdict": threshold_side(ends[0], ends[1], value, ORDER, above=kind == "calibration shift"),
                 }
             )
     return pd.DataFrame(rows, columns=["kind", "model", "budget", "condition", "value", "ci", "verdict"])
