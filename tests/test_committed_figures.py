@@ -210,6 +210,22 @@ def test_figures_without_an_aggregate_says_what_is_missing(fresh_clone, tmp_path
     assert job_counts(snakemake(fresh_clone, "-n", *args).stdout)["search"] > 0
 
 
+def test_figures_with_seeds_the_aggregate_lacks_says_so(fresh_clone):
+    """config/seeds.yaml on the default names seeds 1 and 2, which the committed default aggregate has
+    no run of: `snakemake figures` says so and points at the committed multi-seed study, instead of
+    redrawing the default's figures from seed 0 alone without a multi-seed table (issue 47)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "figures", "--configfile", "config.yaml", "config/seeds.yaml"],
+        cwd=fresh_clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "has no run of seed(s) [1, 2]" in output and "config/seeds_default.yaml" in output, output
+
+
 def test_figure_rules_quote_every_path(fresh_clone):
     """A logs folder (or results, figures folder) with a space must not split the shell command."""
     args, _, _ = STUDIES["calibration_size"]

@@ -255,3 +255,16 @@ def test_job_resources_follow_the_work():
     assert [wf.job_threads(gpu, r) for r in ("search", "evaluate_pass", "evaluate_dense")] == [8, 8, 1]
     cell = {**gpu, "evaluation": {**gpu["evaluation"], "pass_per": "cell"}}
     assert [wf.job_gpus(cell, r) for r in ("evaluate_selections", "evaluate_dense")] == [1, 1]
+
+
+def test_seeds_missing_from_an_aggregate(tmp_path):
+    """`snakemake figures` refuses a config whose seeds (its own and base_study's) the aggregate has
+    no run of, rather than redrawing from fewer seeds than it names."""
+    summary = tmp_path / "summary.csv"
+    summary.write_text("model,calibration,seed,loss\nm,none,0,\nm,ppl_c4,0,1.5\nm,ppl_c4,3,1.4\n")
+    assert wf.study_seeds({"seeds": [3, 1]}) == [1, 3]
+    assert wf.seeds_missing_from({"seeds": [0, 3]}, str(summary)) == []
+    assert wf.seeds_missing_from({"seeds": [0, 1, 2]}, str(summary)) == [1, 2]
+    reused = {"seeds": [3], "base_study": {"aggregate": "x", "calibrations": ["ppl_c4"], "seeds": [0, 5]}}
+    assert wf.study_seeds(reused) == [0, 3, 5]
+    assert wf.seeds_missing_from(reused, str(summary)) == [5]

@@ -355,6 +355,23 @@ def study_calibrations(config: Mapping) -> list[str]:
     return list(dict.fromkeys([*config["calibrations"], *base.get("calibrations", [])]))
 
 
+def study_seeds(config: Mapping) -> list[int]:
+    """The seeds the study's aggregate holds: its own and those reused from `base_study`."""
+    base = config.get("base_study") or {}
+    return sorted({*config["seeds"], *(base.get("seeds") or [])})
+
+
+def seeds_missing_from(config: Mapping, summary_csv: str) -> list[int]:
+    """The study's seeds that an existing aggregate's summary.csv has no row for: `snakemake figures`
+    draws from the aggregate alone, so a config asking for seeds the aggregate lacks would redraw
+    the figures from fewer seeds than it names, without any multi-seed table."""
+    import csv
+
+    with open(summary_csv, newline="") as handle:
+        held = {int(float(row["seed"])) for row in csv.DictReader(handle) if row.get("seed") not in (None, "")}
+    return [seed for seed in study_seeds(config) if seed not in held]
+
+
 def has_cross_control(config: Mapping) -> bool:
     """Whether the render draws the objective-or-data decomposition (docs/method.md §9)."""
     return set(cross_control()) <= set(study_calibrations(config))

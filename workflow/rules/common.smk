@@ -356,6 +356,15 @@ def figures_sources(aggregate_files):
                 "make it with `snakemake aggregate` (runs the study's searches and evaluations not yet "
                 "done), or run `snakemake` for the study and its figures, with the same --configfile"
             )
+        summary = next((path for path in aggregate_files if path.endswith("summary.csv")), None)
+        absent = wf.seeds_missing_from(config, summary) if summary else []
+        if absent:
+            raise WorkflowError(
+                f"figures: config seeds {wf.study_seeds(config)} but the aggregate {summary} has no run "
+                f"of seed(s) {absent}; make them with `snakemake aggregate` (same --configfile), or drop "
+                "them from `seeds`. The committed multi-seed study is `snakemake figures --configfile "
+                "config/seeds_default.yaml`"
+            )
         return []
 
     return check
