@@ -268,3 +268,5 @@ def test_seeds_missing_from_an_aggregate(tmp_path):
     reused = {"seeds": [3], "base_study": {"aggregate": "x", "calibrations": ["ppl_c4"], "seeds": [0, 5]}}
     assert wf.study_seeds(reused) == [0, 3, 5]
     assert wf.seeds_missing_from(reused, str(summary)) == [5]
+    (tmp_path / "placeholder.csv").write_text("")
+    assert wf.seeds_missing_from({"seeds": [0, 1]}, str(tmp_path / "placeholder.csv")) == []

@@ -364,11 +364,15 @@ def study_seeds(config: Mapping) -> list[int]:
 def seeds_missing_from(config: Mapping, summary_csv: str) -> list[int]:
     """The study's seeds that an existing aggregate's summary.csv has no row for: `snakemake figures`
     draws from the aggregate alone, so a config asking for seeds the aggregate lacks would redraw
-    the figures from fewer seeds than it names, without any multi-seed table."""
+    the figures from fewer seeds than it names, without any multi-seed table. A file without a
+    `seed` column is not judged here (none: the render reads it and says what is wrong with it)."""
     import csv
 
     with open(summary_csv, newline="") as handle:
-        held = {int(float(row["seed"])) for row in csv.DictReader(handle) if row.get("seed") not in (None, "")}
+        reader = csv.DictReader(handle)
+        if "seed" not in (reader.fieldnames or ()):
+            return []
+        held = {int(float(row["seed"])) for row in reader if row["seed"]}
     return [seed for seed in study_seeds(config) if seed not in held]
 
 

@@ -356,7 +356,9 @@ def figures_sources(aggregate_files):
                 "make it with `snakemake aggregate` (runs the study's searches and evaluations not yet "
                 "done), or run `snakemake` for the study and its figures, with the same --configfile"
             )
-        summary = next((path for path in aggregate_files if path.endswith("summary.csv")), None)
+        summary = next(
+            (path for path in aggregate_files if path.endswith("summary.csv")), None
+        )
         absent = wf.seeds_missing_from(config, summary) if summary else []
         if absent:
             raise WorkflowError(
