@@ -343,7 +343,9 @@ def recompute_param(name):
 def figures_sources(aggregate_files):
     """An input function of `figures` that adds no file. `snakemake figures` alone redraws from the
     aggregate (on a fresh clone, the committed one); without it Snakemake would plan the whole
-    study, so it says instead which files are missing and how to make them."""
+    study, so it says instead which files are missing and how to make them, and which of the
+    config's seeds the aggregate has no run of (it would redraw from fewer seeds)."""
+    summary = aggregate_files.summary
     aggregate_files = list(aggregate_files)
 
     def check(wildcards):
@@ -356,10 +358,7 @@ def figures_sources(aggregate_files):
                 "make it with `snakemake aggregate` (runs the study's searches and evaluations not yet "
                 "done), or run `snakemake` for the study and its figures, with the same --configfile"
             )
-        summary = next(
-            (path for path in aggregate_files if path.endswith("summary.csv")), None
-        )
-        absent = wf.seeds_missing_from(config, summary) if summary else []
+        absent = wf.seeds_missing_from(config, summary)
         if absent:
             raise WorkflowError(
                 f"figures: config seeds {wf.study_seeds(config)} but the aggregate {summary} has no run "
