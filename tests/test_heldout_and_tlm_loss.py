@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from depthprune.calibration import data as calib_data
-from depthprune.calibration.heldout import EXCLUDED_SEEDS, RESERVED, heldout_indices
+from depthprune.calibration.heldout import EXCLUDED_SEEDS, heldout_indices
 from depthprune.calibration.objectives import tlm_objective
 from depthprune.calibration.setup import CalibrationSetup
+from depthprune.calibration.sources import DATA_SOURCES
 from depthprune.calibration.tlm import TLMItem, text_requests
 
 # Sizes the presets draw (config.yaml, config/calibration_size*.yaml): TLM items, C4 documents.
@@ -34,7 +35,7 @@ def test_heldout_draw_is_disjoint_from_every_seeds_calibration_draw(source, popu
         for size in SIZES[source]:
             calibration = calib_data.sample_indices(population, size, seed, source)
             assert heldout.isdisjoint(calibration), (seed, size)
-    assert max(SIZES[source]) <= RESERVED[source]
+    assert max(SIZES[source]) <= DATA_SOURCES[source].reserved
 
 
 def test_heldout_rows_are_not_calibration_rows(data_dir):

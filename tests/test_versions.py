@@ -147,6 +147,15 @@ RECORDED = {
         # on this branch, plus the priors' evaluator records and every selection.json but timings):
         # bitwise equal.
         "7fe847ca3efe0f81",
+        # Issue 59: a calibration data source has one home (calibration/sources.py, now a scoring
+        # module: DataSource loader, texts, TLM items, held-out reservation, mirror file, hub id);
+        # load_calibration_samples and heldout.py read it instead of branching on "c4" (cs170k_text
+        # moved there unchanged). Verified on tiny:llama-8 (float32, one thread, --no-cache, /tmp/h5/bitwise.sh):
+        # the ppl_c4, ppl_cs170k and tlm_cs170k priors (4 x 32), a greedy M = 2 search under each with
+        # 8 held-out samples, and every sample's texts, reserve, TLM items, requests and data_hash
+        # (6 x 64 and 10 held-out, seed 3, both C4 packings) are bitwise equal before (b3bb975) and after
+        # (70 comparisons).
+        "195ee6c4f1e9db4b",
     ),
 }
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
-from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.setup import CalibrationSetup
+from depthprune.calibration.sources import DATA_SOURCES
 from depthprune.calibration.specs import C4_PACKINGS, CALIBRATIONS, TLM_CONTEXTS, TLM_FORMATS, TLM_LOSSES
 from depthprune.io import parse_layers
 from depthprune.models import DTYPE_CHOICES
@@ -58,9 +58,8 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
         help="name written into outputs as the calibration (a calibration-size study's variant, "
         "e.g. tlm_cs170k-n16; default: --calibration)",
     )
-    group.add_argument(
-        "--data-dir", help="offline mirror with c4/train.jsonl, commonsense_170k/train.jsonl (default: hub)"
-    )
+    mirror_files = ", ".join(source.mirror_file for source in DATA_SOURCES.values())
+    group.add_argument("--data-dir", help=f"offline mirror with {mirror_files} (default: hub)")
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
     group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
@@ -89,8 +88,8 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
         help="TLM items: the context once, candidates as branches of one tree-masked row "
         "(shared; same losses, less compute) or one sequence per candidate (separate)",
     )
-    group.add_argument("--c4-dataset", default=DEFAULT_C4_DATASET, help="hub id of C4")
-    group.add_argument("--cs170k-dataset", default=DEFAULT_CS170K_DATASET, help="hub id of Commonsense 170k")
+    for source in DATA_SOURCES.values():  # one hub option per data source (calibration/sources.py)
+        group.add_argument(source.hub_option, help=f"hub id of the {source.rows} (default: {source.hub_dataset})")
 
 
 def add_evaluator_args(parser: argparse.ArgumentParser) -> None:

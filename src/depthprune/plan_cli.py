@@ -78,12 +78,14 @@ def validated(config: dict, base: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from depthprune import plan as planning
+    from depthprune.calibration.sources import DATA_SOURCES
 
     config = planning.merge(planning.load_config(args.configfile, args.base), overrides(args.config))
     config = validated(config, args.base)
     data_dir = args.data_dir or config.get("data_dir")
-    if data_dir is None and Path("../shared/data/c4/train.jsonl").is_file():
-        data_dir = "../shared/data"  # the offline mirror: the hub's documents (the planner reads no hub)
+    mirror = Path("../shared/data")  # the offline mirror: the hub's documents (the planner reads no hub)
+    if data_dir is None and all((mirror / source.mirror_file).is_file() for source in DATA_SOURCES.values()):
+        data_dir = str(mirror)
 
     def plan_of(study: dict):
         return planning.build_plan(

@@ -20,6 +20,7 @@ SCORING_MODULES = (
     "calibration/data.py",
     "calibration/objectives.py",
     "calibration/setup.py",
+    "calibration/sources.py",
     "calibration/specs.py",
     "calibration/tlm.py",
     "evaluation/benchmarks.py",

@@ -28,9 +28,9 @@ from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
 from depthprune.paths import run_parts
 
 # Mirror files of the two corpus perplexities (the same paths as evaluation/perplexity.py's CORPORA,
-# which imports torch; tests/test_workflow_args.py checks they agree) and of each calibration source.
+# which imports torch; tests/test_workflow_args.py checks they agree). A calibration source's file is
+# its DataSource.mirror_file (calibration/sources.py).
 CORPUS_MIRROR_FILES = {"wikitext2": "wikitext-2-raw-v1/test.jsonl", "c4": "c4/validation.jsonl"}
-CALIBRATION_MIRROR_FILES = {"c4": "c4/train.jsonl", "cs170k": "commonsense_170k/train.jsonl"}
 
 # Packages whose version can change a loss or a metric (the provenance of prior, search, evaluate).
 PROVENANCE_PACKAGES = {"calibration": ("torch", "transformers"), "evaluation": ("torch", "transformers", "lm_eval")}
@@ -476,7 +476,7 @@ def file_fingerprint(path: str | Path) -> str:
 
 def calibration_files(config: Mapping, calibration: str) -> list[str]:
     """Mirror files (relative to data_dir) the calibration label `calibration` reads."""
-    return [CALIBRATION_MIRROR_FILES[calibration_spec(parse_label(calibration).base).source]]
+    return [calibration_spec(parse_label(calibration).base).data_source().mirror_file]
 
 
 def evaluation_files(config: Mapping) -> list[str]:

@@ -1,4 +1,5 @@
-"""Calibration data: C4 and Commonsense-170k, from the Hugging Face hub or a local mirror.
+"""Calibration data: the readers of C4 and Commonsense-170k, from the Hugging Face hub or a local
+mirror, and the seeded sampling every source shares (calibration/sources.py registers the sources).
 
 A local mirror (``data_dir``) holds JSONL files in the original field layout, e.g.
 ``c4/train.jsonl`` and ``commonsense_170k/train.jsonl`` as in ``shared/data``. Sampling is seeded
@@ -16,9 +17,11 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 DEFAULT_C4_DATASET = "allenai/c4"
+C4_MIRROR_FILE = "c4/train.jsonl"
 # The first training shard is enough for calibration; streaming reads only the documents needed.
 C4_TRAIN_FILE = "en/c4-train.00000-of-01024.json.gz"
 DEFAULT_CS170K_DATASET = "zwhe99/commonsense_170k"
+CS170K_MIRROR_FILE = "commonsense_170k/train.jsonl"
 # How many leading documents of the C4 shard to sample calibration documents from (mirror: all 1000).
 C4_POOL = 1000
 
@@ -47,7 +50,11 @@ def text_field(row: dict, field: str, where: str) -> str:
     return value
 
 
-def _mirror_file(data_dir: str | Path, relative: str, what: str) -> Path:
+def _mirror_file(data_dir: str | Path | None, relative: str, what: str) -> Path:
+    if data_dir is None:
+        raise FileNotFoundError(
+            f"{what}: read from a local mirror only; set the option data_dir to a folder holding {relative}"
+        )
     path = Path(data_dir) / relative
     if not path.is_file():
         raise FileNotFoundError(
@@ -64,14 +71,19 @@ def _hub_error(what: str, dataset_id: str, err: Exception) -> FileNotFoundError:
     )
 
 
+def load_mirror_texts(data_dir: str | Path | None, relative: str, what: str, field: str = "text") -> list[str]:
+    """The ``field`` of every row of the mirror file ``data_dir/relative``, in file order (``what``
+    names the file in errors; a source without a hub reader refuses ``data_dir`` None)."""
+    path = _mirror_file(data_dir, relative, what)
+    return [text_field(row, field, f"{path}:{line}") for line, row in read_jsonl_numbered(path)]
+
+
 def load_c4_documents(
     data_dir: str | Path | None, dataset_id: str = DEFAULT_C4_DATASET, pool: int = C4_POOL
 ) -> list[str]:
     """The leading ``pool`` documents of the C4 en training split."""
     if data_dir is not None:
-        path = _mirror_file(data_dir, "c4/train.jsonl", "C4 train")
-        texts = [text_field(row, "text", f"{path}:{line}") for line, row in read_jsonl_numbered(path)]
-        return texts[:pool]
+        return load_mirror_texts(data_dir, C4_MIRROR_FILE, "C4 train")[:pool]
     try:
         from datasets import load_dataset
 
@@ -87,7 +99,7 @@ def load_cs170k_rows_located(
 ) -> list[tuple[str, dict]]:
     """(where, row) pairs: ``where`` names the row in errors (``file:line``, 1-based, or hub row)."""
     if data_dir is not None:
-        path = _mirror_file(data_dir, "commonsense_170k/train.jsonl", "Commonsense 170k train")
+        path = _mirror_file(data_dir, CS170K_MIRROR_FILE, "Commonsense 170k train")
         return [(f"{path}:{line}", row) for line, row in read_jsonl_numbered(path)]
     try:
         from datasets import load_dataset

@@ -9,7 +9,8 @@ sets of every seed and size are scored on the same items.
 Calibration samples are ``random.Random(seed).sample(range(P), n)``, which for the sizes used here
 draws the same leading indices whatever ``n`` (a draw of 8 is the first 8 of a draw of 64). The
 held-out draw therefore excludes, for each seed in ``EXCLUDED_SEEDS``, that seed's first
-``RESERVED[source]`` indices, and draws from the rest with its own seed. ``check_disjoint`` proves
+``reserved`` indices of its source (``DataSource.reserved``, calibration/sources.py), and draws from
+the rest with its own seed. ``check_disjoint`` proves
 the property for the calibration a job actually uses (any seed or size): an overlap is an error
 naming the seed and size, never a silently leaked item.
 """
@@ -19,19 +20,17 @@ from __future__ import annotations
 import random
 
 from depthprune.calibration import data as calib_data
+from depthprune.calibration.sources import data_source
 
 # Seeds whose calibration draws are kept out of the held-out draw (the studies use 0..7).
 EXCLUDED_SEEDS = range(16)
-# Leading indices reserved per seed: the largest calibration size a study draws (TLM items: 128;
-# C4 documents: 64).
-RESERVED = {"cs170k": 128, "c4": 64}
 HELDOUT_SEED = 20260424  # the held-out draw's own random stream (the paper's arXiv month)
 
 
 def reserved_indices(population: int, source: str) -> set[int]:
-    """Every index a calibration sample of a seed in ``EXCLUDED_SEEDS`` at up to ``RESERVED[source]``
-    samples can contain."""
-    size = min(RESERVED[source], population)
+    """Every index a calibration sample of a seed in ``EXCLUDED_SEEDS`` at up to the source's
+    ``reserved`` samples can contain."""
+    size = min(data_source(source).reserved, population)
     return {i for seed in EXCLUDED_SEEDS for i in random.Random(seed).sample(range(population), size)}
 
 
@@ -56,5 +55,5 @@ def check_disjoint(population: int, n_samples: int, seed: int, heldout: list[int
         raise ValueError(
             f"the calibration sample (seed {seed}, n_samples {n_samples}) shares {len(shared)} {source} rows with "
             f"the held-out draw (reserved: seeds {EXCLUDED_SEEDS.start}..{EXCLUDED_SEEDS.stop - 1} at up to "
-            f"{RESERVED[source]} samples); use such a seed and size or no held-out scoring"
+            f"{data_source(source).reserved} samples); use such a seed and size or no held-out scoring"
         )

@@ -28,9 +28,8 @@ from depthprune.calibration.specs import (  # noqa: F401 (CALIBRATIONS, C4_PACKI
     C4_PACKINGS,
     CALIBRATIONS,
     TLM_LOSSES,
-    calibration_spec,
 )
-from depthprune.calibration.tlm import TLMItem, label_requests, parse_item, text_requests
+from depthprune.calibration.tlm import TLMItem
 from depthprune.engine.records import ItemScores
 
 log = logging.getLogger(__name__)
@@ -457,12 +456,6 @@ def _hash_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def cs170k_text(row: dict) -> str:
-    """Plain text of a Commonsense-170k row for ``ppl_cs170k`` (choice: prompt, input, output)."""
-    parts = [row["instruction"].strip(), str(row.get("input") or "").strip(), str(row["output"]).strip()]
-    return "\n".join(p for p in parts if p)
-
-
 @dataclass
 class CalibrationSamples:
     """The sampled calibration data, read and checked before any model is loaded.
@@ -487,44 +480,27 @@ def load_calibration_samples(setup, heldout: int | None = None) -> CalibrationSa
     ``heldout``: instead of the sample, that many rows of the fixed held-out draw
     (calibration/heldout.py), after checking that the sample (``seed``, ``n_samples``) shares none of them.
     """
-    calibration, n_samples, seed, tlm_format = setup.calibration, setup.n_samples, setup.seed, setup.tlm_format
-    data_dir = setup.data_dir
-    spec = calibration_spec(calibration)
-    if spec.source == "c4":
-        rows = calib_data.load_c4_documents(data_dir, setup.c4_dataset)
-        what = "C4 documents"
-    else:
-        rows = calib_data.load_cs170k_rows_located(data_dir, setup.cs170k_dataset)
-        what = "Commonsense 170k rows"
+    calibration, n_samples, seed = setup.calibration, setup.n_samples, setup.seed
+    source = setup.source  # calibration/sources.py: the one place that knows how this source is read
+    rows = source.load(setup.data_dir, setup.dataset)
     if heldout is None:
-        indices, reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, what)
+        indices, reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, source.rows)
     else:
         from depthprune.calibration.heldout import check_disjoint, heldout_indices, reserved_indices
 
-        indices = heldout_indices(len(rows), heldout, spec.source)
-        check_disjoint(len(rows), n_samples, seed, indices, spec.source)
+        indices = heldout_indices(len(rows), heldout, source.name)
+        check_disjoint(len(rows), n_samples, seed, indices, source.name)
         # continued by documents neither held out nor in the sample, in seeded order
-        _, sample_reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, what)
+        _, sample_reserve = calib_data.sample_indices_and_reserve(len(rows), n_samples, seed, source.rows)
         # (never another seed's calibration rows either: the held-out text stays disjoint from them)
-        held = set(indices) | reserved_indices(len(rows), spec.source)
+        held = set(indices) | reserved_indices(len(rows), source.name)
         reserve = [i for i in sample_reserve if i not in held]
-    if spec.source == "c4":
-        return CalibrationSamples(calibration, texts=[rows[i] for i in indices], reserve=[rows[i] for i in reserve])
-    located = rows
-    if spec.objective == "perplexity":
-        texts = []
-        for i in indices:
-            where, row = located[i]
-            for field_name in ("instruction", "output"):
-                if field_name not in row:
-                    raise ValueError(f'{where}: missing field "{field_name}"')
-            texts.append(cs170k_text(row))
-        return CalibrationSamples(calibration, texts=texts)
-    items = [parse_item(located[i][1], located[i][0]) for i in indices]
-    if tlm_format == "text":
-        requests = [text_requests(item) for item in items]
-    else:
-        requests = [label_requests(located[i][1], item) for i, item in zip(indices, items)]
+    if setup.spec.objective == "perplexity":
+        texts = source.texts(rows, indices)
+        if not source.continues_documents:
+            return CalibrationSamples(calibration, texts=texts)
+        return CalibrationSamples(calibration, texts=texts, reserve=source.texts(rows, reserve))
+    items, requests = source.tlm_items(rows, indices, setup.tlm_format)
     return CalibrationSamples(calibration, items=items, requests=requests)
 
 

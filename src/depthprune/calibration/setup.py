@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
+from depthprune.calibration.sources import DataSource
 from depthprune.calibration.specs import (
     C4_PACKINGS,
     TLM_CONTEXTS,
@@ -39,12 +39,11 @@ class CalibrationSetup:
     tlm_context: str = "shared"  # TLM only: candidates as branches of one row, or one row each
     c4_packing: str = "exact"  # C4 only: exact or truncate
     data_dir: str | None = None  # the offline mirror; None: the hub
-    c4_dataset: str = DEFAULT_C4_DATASET
-    cs170k_dataset: str = DEFAULT_CS170K_DATASET
+    hub_dataset: str | None = None  # the hub id of its data source (--<source>-dataset); None: the source's own
     label: str | None = None  # the name in outputs (a calibration-size variant); None: ``calibration``
 
     def __post_init__(self) -> None:
-        calibration_spec(self.calibration)  # an unknown name: one line naming the option
+        calibration_spec(self.calibration).data_source()  # an unknown name or source: one line naming it
         for what, option, value, allowed in (
             ("tlm_format", "--tlm-format / calibration.tlm.format", self.tlm_format, TLM_FORMATS),
             ("tlm loss", "--tlm-loss / calibration.tlm.loss", self.tlm_loss, TLM_LOSSES),
@@ -60,6 +59,7 @@ class CalibrationSetup:
     def from_args(cls, args) -> CalibrationSetup:
         """From the options of ``cli_common.add_calibration_args`` (a Namespace built without the
         later options, e.g. --c4-packing, gets their defaults)."""
+        source = calibration_spec(args.calibration).data_source()
         return cls(
             calibration=args.calibration,
             n_samples=args.n_samples,
@@ -70,8 +70,7 @@ class CalibrationSetup:
             tlm_context=getattr(args, "tlm_context", "shared"),
             c4_packing=getattr(args, "c4_packing", "exact"),
             data_dir=args.data_dir,
-            c4_dataset=args.c4_dataset,
-            cs170k_dataset=args.cs170k_dataset,
+            hub_dataset=getattr(args, source.hub_option_dest, None),
             label=getattr(args, "calibration_label", None),
         )
 
@@ -102,6 +101,16 @@ class CalibrationSetup:
     @property
     def spec(self) -> CalibrationSpec:
         return calibration_spec(self.calibration)
+
+    @property
+    def source(self) -> DataSource:
+        """Its data source (calibration/sources.py)."""
+        return self.spec.data_source()
+
+    @property
+    def dataset(self) -> str:
+        """The hub dataset id its source is read from without data_dir."""
+        return self.hub_dataset or self.source.hub_dataset
 
     @property
     def name(self) -> str:

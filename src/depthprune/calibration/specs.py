@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthprune.calibration.sources import DataSource, data_source
+
 # The values of the calibration options (cli_common's choices, CalibrationSetup's checks, the objectives').
 TLM_FORMATS = ("text", "labels")  # TLM candidate scoring (docs/method.md §2)
 TLM_LOSSES = ("margin", "cross_entropy")
@@ -15,7 +17,7 @@ C4_PACKINGS = ("exact", "truncate")
 class CalibrationSpec:
     name: str
     objective: str  # "perplexity" | "tlm": also the config section of its sizes (calibration.<objective>)
-    source: str  # "c4" | "cs170k"
+    source: str  # a DATA_SOURCES name (calibration/sources.py): "c4" | "cs170k"
     description: str
     display_name: str  # in figures and tables
     in_paper: bool = True  # one of the paper's two; the others are controls
@@ -24,6 +26,20 @@ class CalibrationSpec:
     def kind(self) -> str:
         """The summary's ``calibration_kind``: ``ppl`` (perplexity pruning) or ``tlm`` (task likelihood)."""
         return "ppl" if self.objective == "perplexity" else "tlm"
+
+    def data_source(self) -> DataSource:
+        """Its registered data source; an unregistered one, or a TLM on a source without items, is
+        an error naming the calibration and the source (never another source's data)."""
+        try:
+            source = data_source(self.source)
+        except ValueError as err:
+            raise ValueError(f"calibration {self.name!r}: {err}") from None
+        if self.objective == "tlm" and source.tlm_items is None:
+            raise ValueError(
+                f"calibration {self.name!r}: a TLM objective needs multiple-choice items, and data source "
+                f"{source.name!r} has none (DataSource.tlm_items in calibration/sources.py)"
+            )
+        return source
 
 
 CALIBRATIONS: dict[str, CalibrationSpec] = {
