@@ -3,7 +3,7 @@
 # Every rule calls the `depthprune` CLI; the science lives in src/depthprune, the design in config.yaml
 # (presets: config/paper.yaml, config/smoke.yaml, config/extended.yaml, config/seeds.yaml, ...).
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -18,7 +18,7 @@ include: "workflow/rules/common.smk"
 # are replaced, mappings such as `model_table` merged, by Snakemake's own layering).
 config.update(yaml_typed(config))
 check_config_keys()  # a misspelt key: one line naming it and the allowed keys
-validate(config, "workflow/schemas/config.schema.yaml")
+validate_config()  # the schema, with the registries' names and its defaults filled in
 # Plan-time checks (depthprune.workflow.check_study): model aliases, protected layers and budgets
 # against a model's n_layers, every mirror file in data_dir; one error naming the key or file.
 check_study()

@@ -9,10 +9,12 @@ import pytest
 import yaml
 
 from depthprune.cli import main
+from depthprune.config_schema import SCHEMA_FILE, load_schema, validate, with_registries
 from depthprune.prior import check_prior
 from depthprune.search import ALGORITHMS, get_algorithm
 
 REPO = Path(__file__).resolve().parents[1]
+SCHEMA_PATH = REPO / SCHEMA_FILE
 
 
 @pytest.fixture
@@ -127,7 +129,7 @@ def test_hyperparameter_ranges_on_the_cli(param, message, tiny_model_dir, tmp_pa
 
 
 def test_schema_states_the_ranges_each_algorithm_declares():
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = load_schema(SCHEMA_PATH)
     defs = schema["$defs"]
     params = schema["properties"]["search_params"]["properties"]
     for name in ALGORITHMS:
@@ -232,16 +234,40 @@ def test_search_cli_refuses_another_models_prior_before_loading(
     assert "prior computed with model_fingerprint='from-another-model'" in capsys.readouterr().err
 
 
+def test_the_schema_file_holds_no_copy_of_a_registry():
+    """The names are filled in from the registries when the schema is loaded; a hand copy in the
+    YAML is refused, naming its place."""
+    raw = yaml.safe_load(SCHEMA_PATH.read_text())
+    assert "enum" not in raw["$defs"]["calibration_name"] and "properties" not in raw["properties"]["search_params"]
+    raw["$defs"]["algorithm_name"]["enum"] = ["greedy"]
+    with pytest.raises(ValueError, match=r"config.schema.yaml: \$defs.algorithm_name.enum is filled in"):
+        with_registries(raw, str(SCHEMA_PATH))
+
+
+def test_a_registered_name_is_in_the_loaded_schema(monkeypatch):
+    """A calibration registered in the package validates with no edit of the schema file; an
+    unregistered one is refused by the schema."""
+    import jsonschema
+
+    from depthprune.calibration import specs
+
+    config = {"models": ["m"], "model_table": {"m": {"spec": "tiny:llama-8"}}, "budgets": [1], "algorithms": ["greedy"]}
+    with pytest.raises(jsonschema.ValidationError, match="'ppl_new' is not one of"):
+        validate({**config, "calibrations": ["ppl_new"]}, load_schema(SCHEMA_PATH))
+    monkeypatch.setitem(specs.CALIBRATIONS, "ppl_new", specs.CalibrationSpec("ppl_new", "perplexity", "c4", "", "New"))
+    validate({**config, "calibrations": ["ppl_new"]}, load_schema(SCHEMA_PATH))
+
+
 def test_schema_and_config_match_the_registries():
-    """The workflow validates its config without importing the package, so the schema repeats the
-    registries' names; this test is what keeps the two copies equal (and config.yaml's values)."""
+    """The loaded schema states the registries' names (config_schema fills them in) and config.yaml
+    the study's values."""
     from depthprune import paths
     from depthprune.calibration.specs import CALIBRATIONS
     from depthprune.evaluation.benchmarks import BENCHMARK_TABLE, BENCHMARKS, METRICS
     from depthprune.reporting.style import PAPER_ALGORITHMS
     from depthprune.search import STUDY_ALGORITHMS
 
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = load_schema(SCHEMA_PATH)
     defs, properties = schema["$defs"], schema["properties"]
     assert defs["calibration_name"]["enum"] == list(CALIBRATIONS)
     assert defs["algorithm_name"]["enum"] == list(ALGORITHMS)

@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from depthprune import workflow as wf
+from depthprune.config_schema import SCHEMA_FILE, load_schema
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+SCHEMA = load_schema(REPO / SCHEMA_FILE)  # with the registries' names, as the Snakefile loads it
 
 
 def smoke_config(**overrides) -> dict:

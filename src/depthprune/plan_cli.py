@@ -61,17 +61,15 @@ def overrides(items: list[str]) -> dict:
 def validated(config: dict, base: str) -> dict:
     """The workflow's checks on the merged config (the Snakefile's): unknown keys, the schema (its
     defaults filled in as Snakemake does), then the plan-time study checks; ConfigError names the key."""
-    import yaml
-    from snakemake.utils import validate
-
     from depthprune import workflow
+    from depthprune.config_schema import SCHEMA_FILE, load_schema, validate
 
-    schema_path = Path(base).resolve().parent / "workflow" / "schemas" / "config.schema.yaml"
+    schema_path = Path(base).resolve().parent / SCHEMA_FILE
     if not schema_path.is_file():
         raise FileNotFoundError(f"{schema_path}: the workflow's config schema (run plan from the repository root)")
-    schema = yaml.safe_load(schema_path.read_text(encoding="utf-8"))
+    schema = load_schema(schema_path)  # the registries' names filled in, as the Snakefile loads it
     workflow.validate_config(config, schema)
-    validate(config, str(schema_path))  # fills the schema's defaults, as the Snakefile does
+    validate(config, schema)  # fills the schema's defaults, as the Snakefile does
     workflow.check_study(config)
     return config
 

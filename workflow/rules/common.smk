@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-import yaml
+from jsonschema.exceptions import ValidationError
 from snakemake.exceptions import WorkflowError
 
 # Snakemake outside the package's environment (e.g. --sdm conda): this repository's src/.
@@ -18,17 +18,16 @@ except ImportError:
     sys.path.insert(0, os.path.join(workflow.basedir, "src"))
     import depthprune.workflow as wf
 
+from depthprune.config_schema import SCHEMA_FILE, load_schema, validate
 from depthprune.paths import run_parts, search_parts
 
-SCHEMA_PATH = os.path.join(
-    workflow.basedir, "workflow", "schemas", "config.schema.yaml"
-)
+# The config schema with the registries' names filled in (calibrations, algorithms, benchmarks, ...).
+SCHEMA = load_schema(os.path.join(workflow.basedir, SCHEMA_FILE))
 
 
 def schema_enum(definition):
-    """Allowed values of a schema definition (one source of truth for names and wildcards)."""
-    with open(SCHEMA_PATH, encoding="utf-8") as handle:
-        return list(yaml.safe_load(handle)["$defs"][definition]["enum"])
+    """Allowed values of a schema definition: the package's registry (names and wildcards)."""
+    return list(SCHEMA["$defs"][definition]["enum"])
 
 
 def alternatives(names):
@@ -42,10 +41,18 @@ def yaml_typed(value):
 
 def check_config_keys():
     """A misspelt key: one line naming it and the allowed keys, not the whole schema."""
-    with open(SCHEMA_PATH, encoding="utf-8") as handle:
-        errors = wf.config_key_errors(config, yaml.safe_load(handle))
+    errors = wf.config_key_errors(config, SCHEMA)
     if errors:
         raise WorkflowError("\n".join(errors))
+
+
+def validate_config():
+    """The schema's checks, its defaults filled in for the keys the config leaves out (as
+    snakemake.utils.validate would, which reads a schema file only)."""
+    try:
+        validate(config, SCHEMA)
+    except ValidationError as err:
+        raise WorkflowError("Error validating config file.", err) from None
 
 
 def check_study():

@@ -6,8 +6,7 @@ Names are imported lazily so that light sub-commands (``depthprune render``) nev
 import importlib
 
 # The --dtype choices of every model-loading command (loading.resolve_dtype reads them; "auto" picks
-# per device). workflow/schemas/config.schema.yaml repeats them (a static schema; tests/test_validation.py
-# proves the two agree).
+# per device). The workflow's config schema takes them from here (depthprune/config_schema.py).
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
 _EXPORTS = {
