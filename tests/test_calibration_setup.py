@@ -78,6 +78,31 @@ def test_a_bad_option_value_is_named():
         CalibrationSetup("ppl_c4", n_samples=0).check_sizes()
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            ("ppl_new", "perplexity", "c4val"),
+            r"calibration 'ppl_new': calibration data source 'c4val' is not registered",
+        ),
+        (("tlm_c4", "tlm", "c4"), r"calibration 'tlm_c4': a TLM objective needs multiple-choice items"),
+    ],
+)
+def test_a_calibration_reads_only_a_registered_source(spec, message, monkeypatch):
+    """A source is read through its registry entry (calibration/sources.py) or not at all: an
+    unregistered one, or a TLM on a source without items, is refused by the setup (CLI, planner)
+    and by the workflow's mirror check, naming it and the known sources; never another source's data."""
+    from depthprune.calibration import specs
+
+    monkeypatch.setitem(specs.CALIBRATIONS, spec[0], specs.CalibrationSpec(*spec, "new", "New", False))
+    with pytest.raises(ValueError, match=message) as refused:
+        CalibrationSetup(spec[0], data_dir="unused")
+    if "not registered" in message:
+        assert "expected one of c4, cs170k" in str(refused.value)
+    with pytest.raises(ValueError, match=message):
+        wf.calibration_files(smoke_config(), spec[0])
+
+
 def test_the_setup_module_imports_no_torch():
     code = "import sys, depthprune.calibration.setup; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
