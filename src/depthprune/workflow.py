@@ -24,6 +24,7 @@ from depthprune.budgets import resolve_budgets
 from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
 from depthprune.paths import run_parts
 
@@ -36,7 +37,7 @@ CALIBRATION_MIRROR_FILES = {"c4": "c4/train.jsonl", "cs170k": "commonsense_170k/
 PROVENANCE_PACKAGES = {"calibration": ("torch", "transformers"), "evaluation": ("torch", "transformers", "lm_eval")}
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config value the study cannot run with; the message names the key."""
 
 
