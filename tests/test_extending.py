@@ -19,6 +19,7 @@ import yaml
 
 from depthprune import search
 from depthprune.cli import main
+from depthprune.errors import InputError
 from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem
 
 
@@ -80,6 +81,47 @@ def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(
     many = search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]", "search_params={toy: {requests: 40}}")
     assert many == pytest.approx(10 * few, rel=0.01)
     assert search_flops(copy, data_dir, monkeypatch, "algorithms=[toy]") == pytest.approx(few, rel=0.01)
+
+
+def test_a_search_with_a_line_art_marker_is_refused_where_it_is_defined():
+    """seaborn refuses to mix line-art markers ('x', '+', ...) with the filled ones of the other
+    searches, which broke `depthprune render` far from the cause: the class is refused at definition."""
+    with pytest.raises(
+        InputError, match=r"search algorithm 'crosses' \(.*LineArt\): marker 'x' is line art; .* filled"
+    ):
+
+        class LineArt(Toy):
+            name = "crosses"
+            marker = "x"
+
+    with pytest.raises(
+        InputError, match=r"search algorithm 'toy' \(.*Unknown\): marker 'xx' is not a matplotlib marker"
+    ):
+
+        class Unknown(Toy):
+            marker = "xx"
+
+
+def test_a_toy_search_is_drawn_by_depthprune_render_with_its_own_marker(monkeypatch, tmp_path):
+    """A registered toy search's runs go through `depthprune aggregate` and `depthprune render`
+    (Figures 1 and 2, where each algorithm has its marker) beside the paper's searches."""
+    from depthprune.reporting import style
+    from test_reporting_pipeline import run_command, write_tree
+
+    monkeypatch.setitem(search.ALGORITHMS, "toy", Toy)
+    results = write_tree(tmp_path / "results", [("alpha", "ppl_c4", 2)], dense=False)
+    runs = results / "alpha" / "ppl_c4" / "M2"
+    (runs / "greedy").rename(runs / "toy")  # the greedy run, relabelled as the toy's
+    selection = json.loads((runs / "toy" / "selection.json").read_text())
+    (runs / "toy" / "selection.json").write_text(json.dumps({**selection, "algorithm": "toy"}))
+    metrics = (runs / "toy" / "metrics.csv").read_text()
+    (runs / "toy" / "metrics.csv").write_text(metrics.replace(",greedy,", ",toy,"))
+    assert run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "aggregate")]) == 0
+    figures = tmp_path / "figures"
+    argv = ["render", "--aggregate", str(tmp_path / "aggregate"), "--out", str(figures), "--only", "figure1,figure2"]
+    assert run_command(argv) == 0
+    assert sorted(p.name for p in figures.glob("figure*.png")) == ["figure1.png", "figure2.png"]
+    assert style.algorithm_marker("toy") == "*"  # the class's own marker, not an extra one
 
 
 # ---------------------------------------------------------------------------- a toy benchmark
