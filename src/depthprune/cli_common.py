@@ -8,6 +8,7 @@ from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
 from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.specs import C4_PACKINGS, CALIBRATIONS, TLM_CONTEXTS, TLM_FORMATS, TLM_LOSSES
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
@@ -184,7 +185,7 @@ def check_calibration_inputs(args, n_layers: int | None = None, setup: Calibrati
     setup = setup or calibration_setup(args)
     setup.check_sizes()
     if args.token_budget < 1:
-        raise ValueError(f"--token-budget must be positive (got {args.token_budget})")
+        raise InputError(f"--token-budget must be positive (got {args.token_budget})")
     if not args.no_cache:
         from depthprune.engine.memo import check_memo_file
 

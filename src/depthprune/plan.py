@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from depthprune.budgets import protected_blocks
+from depthprune.errors import InputError
 from depthprune.models.config_files import BUNDLED_CONFIGS, model_config
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def load_config(configfiles: Sequence[str | Path], base: str | Path | None = "co
         except FileNotFoundError:
             raise FileNotFoundError(f"--configfile {path}: no such file") from None
     if not config.get("models"):
-        raise ValueError("config: models: no model to plan")
+        raise InputError("config: models: no model to plan")
     return config
 
 
@@ -335,11 +336,11 @@ def build_plan(
 
     for option, value in (("--throughput", throughput_tflops), ("--gpu-gib", gpu_gib), ("--load-gbps", load_gbps)):
         if not value > 0:
-            raise ValueError(f"{option} must be positive (got {value})")
+            raise InputError(f"{option} must be positive (got {value})")
     plan = Plan(throughput_tflops=throughput_tflops)
     data_dir = data_dir or config.get("data_dir")
     if data_dir is None:
-        raise ValueError(
+        raise InputError(
             "plan: token counts need the data: pass --data-dir (e.g. ../shared/data; a study on the hub "
             "is planned with the mirror's documents and the hub's C4 shard size)"
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depthprune.errors import InputError
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -49,12 +51,12 @@ def overrides(items: list[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--config {item!r}: expected KEY=VALUE")
+            raise InputError(f"--config {item!r}: expected KEY=VALUE")
         try:
             out[key] = yaml.safe_load(value)
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise ValueError(f"--config {item!r}: the value is not valid YAML ({problem})") from None
+            raise InputError(f"--config {item!r}: the value is not valid YAML ({problem})") from None
     return out
 
 

@@ -13,6 +13,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from depthprune.errors import InputError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_C4_DATASET = "allenai/c4"
@@ -31,19 +33,19 @@ def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict]]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{line_no}: not valid JSON ({err})") from err
+                    raise InputError(f"{path}:{line_no}: not valid JSON ({err})") from err
                 if not isinstance(row, dict):
-                    raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+                    raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
                 yield line_no, row
 
 
 def text_field(row: dict, field: str, where: str) -> str:
     """``row[field]`` as a string, or an error naming the place (``file:line``) and the field."""
     if field not in row:
-        raise ValueError(f'{where}: missing field "{field}"')
+        raise InputError(f'{where}: missing field "{field}"')
     value = row[field]
     if not isinstance(value, str):
-        raise ValueError(f'{where}: field "{field}" must be a string, got {type(value).__name__}')
+        raise InputError(f'{where}: field "{field}" must be a string, got {type(value).__name__}')
     return value
 
 
@@ -101,9 +103,9 @@ def load_cs170k_rows_located(
 def sample_indices(population: int, n_samples: int, seed: int, what: str) -> list[int]:
     """``n_samples`` distinct indices drawn with ``seed`` (paper §4.4: random training instances)."""
     if n_samples < 1:
-        raise ValueError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {n_samples})")
+        raise InputError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {n_samples})")
     if n_samples > population:
-        raise ValueError(f"n_samples={n_samples} exceeds the {population} {what} available")
+        raise InputError(f"n_samples={n_samples} exceeds the {population} {what} available")
     return random.Random(seed).sample(range(population), n_samples)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthprune.errors import InputError
+
 # The values of the calibration options (cli_common's choices, CalibrationSetup's checks, the objectives').
 TLM_FORMATS = ("text", "labels")  # TLM candidate scoring (docs/method.md §2)
 TLM_LOSSES = ("margin", "cross_entropy")
@@ -44,7 +46,7 @@ def calibration_spec(name: str) -> CalibrationSpec:
     try:
         return CALIBRATIONS[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"calibration {name!r} (option calibration): expected one of {', '.join(CALIBRATIONS)}"
         ) from None
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from depthprune.engine.records import GateDerivatives, MemoEntry, RemovedSet
+from depthprune.errors import InputError
 from depthprune.io import format_layers
 
 JOURNAL_MODES = ("wal", "delete")
@@ -148,9 +149,9 @@ def check_memo_file(path: str | Path | None) -> None:
             return  # a job writing it right now: SqliteMemo waits and retries
         raise memo_error(path, err) from err
     if verdict != "ok":
-        raise ValueError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
+        raise InputError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
     if tables and "losses" not in tables:
-        raise ValueError(f"{path}: an SQLite file without the memo's tables (option --memo names another file?)")
+        raise InputError(f"{path}: an SQLite file without the memo's tables (option --memo names another file?)")
 
 
 class SqliteMemo:
@@ -158,7 +159,7 @@ class SqliteMemo:
 
     def __init__(self, path: str | Path, config_key: str, description: dict, journal: str = "wal"):
         if journal not in JOURNAL_MODES:
-            raise ValueError(
+            raise InputError(
                 f"memo journal mode {journal!r} (option memo_journal): expected one of {', '.join(JOURNAL_MODES)}"
             )
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from depthprune.errors import InputError
 from depthprune.io import atomic_dir
 from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
@@ -83,7 +84,7 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested (option device) but CUDA is not available")
+        raise InputError(f"device {device!r} requested (option device) but CUDA is not available")
     return torch.device(device)
 
 
@@ -140,7 +141,7 @@ def cpu_native_bf16(
         if forced in ("0", "1"):
             return forced == "1", f"{CPU_BF16_ENV}={forced}"
         if forced:
-            raise ValueError(f"environment variable {CPU_BF16_ENV}={forced!r}: expected 0 or 1")
+            raise InputError(f"environment variable {CPU_BF16_ENV}={forced!r}: expected 0 or 1")
     if flags is None:
         flags = cpu_flags()
     if flags is not None:
@@ -198,7 +199,7 @@ def resolve_dtype(
             log.info("dtype auto -> %s on %s (%s)", dtype_name(resolved), device, why)
         return resolved
     if dtype not in DTYPE_CHOICES:
-        raise ValueError(f"dtype {dtype!r} (option dtype): expected one of {', '.join(DTYPE_CHOICES)}")
+        raise InputError(f"dtype {dtype!r} (option dtype): expected one of {', '.join(DTYPE_CHOICES)}")
     return getattr(torch, dtype)
 
 
@@ -220,7 +221,7 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
     if spec.startswith("embedded:"):
         key = spec.split(":", 1)[1]
         if key not in EMBEDDED:
-            raise ValueError(f"model {spec!r}: unknown embedded model; available: {', '.join(EMBEDDED)}")
+            raise InputError(f"model {spec!r}: unknown embedded model; available: {', '.join(EMBEDDED)}")
         embedded = EMBEDDED[key]
         target = cache_dir / key
         if (target / _READY).exists():
@@ -302,7 +303,7 @@ def _discard_unfinished(target: Path) -> None:
     if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
         target.rmdir()
         return
-    raise ValueError(
+    raise InputError(
         f"model cache {target}: exists and is not a model converted by depthprune (no {_READY} file); "
         "move it away or pass another --model-cache-dir"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from depthprune.errors import InputError
+
 TINY_DIMS = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -17,7 +19,7 @@ TINY_DIMS = {
 def parse_tiny_spec(spec: str) -> tuple[str, int]:
     match = re.fullmatch(r"tiny:([a-z0-9]+)(?:-(\d+))?", spec)
     if not match:
-        raise ValueError(f"model {spec!r}: expected tiny:<family>[-<blocks>], e.g. tiny:llama-8")
+        raise InputError(f"model {spec!r}: expected tiny:<family>[-<blocks>], e.g. tiny:llama-8")
     return match.group(1), int(match.group(2) or 8)
 
 
@@ -29,7 +31,7 @@ def tiny_config(family: str = "llama", n_layers: int = 8, vocab_size: int = 4915
     from depthprune.models.families import FAMILIES
 
     if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r} for a tiny model; known: {' '.join(FAMILIES)}")
+        raise InputError(f"unknown model family {family!r} for a tiny model; known: {' '.join(FAMILIES)}")
     adapter = FAMILIES[family]
     settings = dict(TINY_DIMS, num_hidden_layers=n_layers, vocab_size=vocab_size, max_position_embeddings=2048)
     settings.update(overrides)

@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from depthprune.cli_common import build_evaluator, shared_namespace
+from depthprune.errors import InputError
 from depthprune.io import format_layers
 from depthprune.prior import compute_prior
 from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
@@ -95,7 +96,7 @@ def algorithm_params(items: list[str]) -> dict[str, dict]:
     for item in items:
         name, dot, rest = item.partition(".")
         if not dot or name not in ALGORITHMS:
-            raise ValueError(
+            raise InputError(
                 f"--param {item!r}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of {', '.join(ALGORITHMS)}"
             )
         per_algorithm[name].append(rest)
