@@ -85,7 +85,7 @@ def calibration_variants(config: Mapping):
     a size is malformed (see calibration/variants.py)."""
     try:
         return study_variants(config["calibrations"], config.get("calibration_sizes"), None)
-    except ValueError as err:
+    except InputError as err:
         raise ConfigError(f"config: {err}") from None
 
 
@@ -101,7 +101,7 @@ def model_budgets(config: Mapping, model: str) -> list[int]:
     where = f"model_table.{model}.budgets" if entry.get("budgets") else f"budgets (for model {model})"
     try:
         return resolve_budgets(budgets, entry.get("n_layers"), where)
-    except ValueError as err:
+    except InputError as err:
         raise ConfigError(f"config: {err}") from None
 
 

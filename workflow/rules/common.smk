@@ -18,6 +18,7 @@ except ImportError:
     sys.path.insert(0, os.path.join(workflow.basedir, "src"))
     import depthprune.workflow as wf
 
+from depthprune.errors import InputError
 from depthprune.paths import run_parts, search_parts
 
 SCHEMA_PATH = os.path.join(
@@ -52,7 +53,7 @@ def check_study():
     """Plan-time checks (models, protected layers, budgets, the mirror's files), after validation."""
     try:
         wf.check_study(config)
-    except ValueError as err:
+    except InputError as err:
         raise WorkflowError(str(err)) from None
 
 
@@ -177,7 +178,7 @@ def calibration_variants():
     """
     try:
         return wf.calibration_variants(config)
-    except ValueError as err:
+    except InputError as err:
         raise WorkflowError(str(err)) from None
 
 
@@ -195,7 +196,7 @@ def model_budgets(model):
     """Absolute budgets (M) of one model (fractions of depth resolved with its n_layers)."""
     try:
         return wf.model_budgets(config, model)
-    except ValueError as err:
+    except InputError as err:
         raise WorkflowError(str(err)) from None
 
 

@@ -120,16 +120,16 @@ class NullMemo:
 _CORRUPT_FILE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 
 
-def memo_error(path: str | Path, err: sqlite3.Error) -> ValueError:
+def memo_error(path: str | Path, err: sqlite3.Error) -> InputError:
     """The error to report for ``err`` on the memo ``path``: deleting the file is advised only when
     SQLite says its content is not a memo; an I/O error (disk full, ``ulimit -f``, permissions, a
     folder given as --memo) says so, because the file itself may be a good cache."""
     name = getattr(err, "sqlite_errorname", "") or ""
     if Path(path).is_dir():
-        return ValueError(f"{path}: the memo (option --memo) is a folder; name an SQLite file instead")
+        return InputError(f"{path}: the memo (option --memo) is a folder; name an SQLite file instead")
     if name.startswith(_CORRUPT_FILE):
-        return ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo")
-    return ValueError(
+        return InputError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo")
+    return InputError(
         f"{path}: I/O error on the memo SQLite file ({err}{', ' + name if name else ''}): check free disk "
         "space, the file size limit (ulimit -f) and permissions; the file itself may be intact, keep it"
     )
