@@ -20,7 +20,10 @@ def parse_tiny_spec(spec: str) -> tuple[str, int]:
     match = re.fullmatch(r"tiny:([a-z0-9]+)(?:-(\d+))?", spec)
     if not match:
         raise InputError(f"model {spec!r}: expected tiny:<family>[-<blocks>], e.g. tiny:llama-8")
-    return match.group(1), int(match.group(2) or 8)
+    n_layers = int(match.group(2) or 8)
+    if n_layers < 1:  # a model without blocks has nothing to prune; the prior failed on it
+        raise InputError(f"model {spec!r}: a tiny model needs at least 1 block, e.g. tiny:llama-8")
+    return match.group(1), n_layers
 
 
 def tiny_config(family: str = "llama", n_layers: int = 8, vocab_size: int = 49152, **overrides):
