@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
+
 from depthprune.cli import main
+from depthprune.seeding import SEED_MAX
 from test_validation import _mirror, _prior_argv, no_model_load  # noqa: F401  (no_model_load: a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,3 +30,37 @@ def test_a_tiny_model_without_blocks_is_refused_when_its_spec_is_read(tmp_path, 
     assert main(["prepare-model", "--model", "tiny:llama-0", "--model-cache-dir", str(tmp_path / "cache")]) == 2
     assert "model 'tiny:llama-0': a tiny model needs at least 1 block" in one_error(capsys)
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999", str(SEED_MAX + 1), "-1", "seven"])
+def test_a_seed_out_of_range_is_refused_at_parse_time_naming_the_option(seed, tiny_model_dir, tmp_path, capsys):
+    """torch said "Overflow when unpacking long long", naming no option."""
+    with pytest.raises(SystemExit) as exited:
+        main(["prior", "--model", str(tiny_model_dir), "--calibration", "ppl_c4", "--seed", seed, "--out", "p.json"])
+    assert exited.value.code == 2
+    assert "argument --seed:" in capsys.readouterr().err
+
+
+def test_the_schema_bounds_seeds_as_the_option_does(tmp_path, capsys):
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text(encoding="utf-8"))
+    assert schema["$defs"]["seed"]["maximum"] == SEED_MAX and schema["$defs"]["seed"]["minimum"] == 0
+    assert main([*PLAN, "--configfile", "config/smoke.yaml", "--config", f"seeds=[{SEED_MAX + 1}]"]) == 2
+    assert "seeds" in one_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--device", "tpu", "argument --device: 'tpu': expected auto, cpu, cuda or cuda:N"),
+        ("--device", "cuda", "argument --device: 'cuda': CUDA is not available here"),
+        ("--state-device", "cuda:1", "argument --state-device: 'cuda:1': CUDA is not available here"),
+    ],
+)
+def test_a_device_that_cannot_be_used_is_refused_at_parse_time(option, value, message, monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exited:
+        main(["prior", "--model", "tiny:llama-8", "--calibration", "ppl_c4", option, value, "--out", "p.json"])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

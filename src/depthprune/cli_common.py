@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
 from depthprune.calibration.data import DEFAULT_C4_DATASET, DEFAULT_CS170K_DATASET
@@ -12,6 +13,21 @@ from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
+from depthprune.seeding import seed_option
+
+
+def device_option(text: str) -> str:
+    """argparse ``type`` of --device and --state-device: auto, cpu, cuda or cuda:N (the config schema's
+    `device` pattern), and cuda only where CUDA is available: refused at parse time with the option's
+    name, not by a traceback from torch once the model is loaded."""
+    if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected auto, cpu, cuda or cuda:N")
+    if text.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text!r}: CUDA is not available here; use cpu (or auto)")
+    return text
 
 
 def shared_namespace(**options) -> argparse.Namespace:
@@ -47,7 +63,7 @@ def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = 
         choices=list(DTYPE_CHOICES),
         help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32",
     )
-    group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    group.add_argument("--device", type=device_option, default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default=MODEL_CACHE_DIR, help="where converted checkpoints are kept")
 
 
@@ -64,7 +80,7 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
-    group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
+    group.add_argument("--seed", type=seed_option, default=0, help="sampling seed (also seeds the searches)")
     group.add_argument(
         "--tlm-format", default="text", choices=list(TLM_FORMATS), help="TLM candidate scoring (docs/method.md §2)"
     )
@@ -97,7 +113,12 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
 def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("subset evaluator")
     group.add_argument("--token-budget", type=int, default=16384, help="max padded tokens per forward micro-batch")
-    group.add_argument("--state-device", default="auto", help="where cached hidden states live (auto: model device)")
+    group.add_argument(
+        "--state-device",
+        type=device_option,
+        default="auto",
+        help="where cached hidden states live: auto (the model's device), cpu, cuda or cuda:N",
+    )
     group.add_argument(
         "--state-cache-gib",
         type=float,

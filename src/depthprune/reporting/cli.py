@@ -11,6 +11,7 @@ import logging
 
 from depthprune.errors import InputError
 from depthprune.paths import AGGREGATE_DIR, FIGURES_DIR, RESULTS_DIR
+from depthprune.seeding import seed_option
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def register(subparsers) -> None:
         help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
         "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
     )
-    ren.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    ren.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")
     ren.add_argument(
         "--comparable-band",
         type=float,
