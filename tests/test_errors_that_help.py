@@ -48,6 +48,28 @@ def test_the_schema_bounds_seeds_as_the_option_does(tmp_path, capsys):
     assert "seeds" in one_error(capsys)
 
 
+@pytest.mark.usefixtures("no_model_load")  # the data is read before the model
+def test_a_calibration_file_that_is_not_utf8_names_its_file_and_line(tiny_model_dir, data_dir, tmp_path, capsys):
+    rows = (data_dir / "c4" / "train.jsonl").read_text(encoding="utf-8").splitlines()[:20]
+    mirror = _mirror(tmp_path, data_dir, c4_rows=rows)
+    lines = (mirror / "c4" / "train.jsonl").read_bytes().splitlines(keepends=True)
+    lines[6] = '{"text": "caf\u00e9"}\n'.encode("latin-1")  # é as one latin-1 byte, 0xe9
+    (mirror / "c4" / "train.jsonl").write_bytes(b"".join(lines))
+    assert main(_prior_argv(tiny_model_dir, mirror, tmp_path)) == 2
+    error = one_error(capsys)
+    assert "c4/train.jsonl:7: not UTF-8 text (byte 14 of the line is 0xe9); convert the file to UTF-8" in error
+
+
+@pytest.mark.usefixtures("no_model_load")  # the data is read before the model
+def test_a_calibration_file_that_is_a_folder_is_called_a_folder(tiny_model_dir, data_dir, tmp_path, capsys):
+    mirror = _mirror(tmp_path, data_dir)
+    (mirror / "c4" / "train.jsonl").unlink()
+    (mirror / "c4" / "train.jsonl").mkdir()
+    assert main(_prior_argv(tiny_model_dir, mirror, tmp_path)) == 2
+    error = one_error(capsys)
+    assert "c4/train.jsonl is a folder" in error and "not found" not in error
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [

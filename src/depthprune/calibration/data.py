@@ -27,8 +27,15 @@ C4_POOL = 1000
 
 def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict]]:
     """(1-based line number, row) for every non-blank line; errors name ``file:line``."""
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
+    with open(path, "rb") as handle:  # decoded line by line, so that a non-UTF-8 byte names its line
+        for line_no, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(
+                    f"{path}:{line_no}: not UTF-8 text (byte {err.start + 1} of the line is 0x{raw[err.start]:02x}); "
+                    "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                ) from None
             if line.strip():
                 try:
                     row = json.loads(line)
@@ -51,6 +58,10 @@ def text_field(row: dict, field: str, where: str) -> str:
 
 def _mirror_file(data_dir: str | Path, relative: str, what: str) -> Path:
     path = Path(data_dir) / relative
+    if path.is_dir():
+        raise InputError(
+            f"{what}: {path} is a folder; the local mirror (option data_dir={data_dir}) needs a JSONL file there"
+        )
     if not path.is_file():
         raise FileNotFoundError(
             f"{what}: {path} not found in the local mirror (option data_dir={data_dir}); "
