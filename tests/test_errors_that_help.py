@@ -70,6 +70,31 @@ def test_a_calibration_file_that_is_a_folder_is_called_a_folder(tiny_model_dir, 
     assert "c4/train.jsonl is a folder" in error and "not found" not in error
 
 
+def test_plan_outside_the_repository_says_it_needs_the_repository_config(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main([*PLAN, "--configfile", str(REPO / "config" / "smoke.yaml")]) == 2
+    error = one_error(capsys)
+    assert "--base config.yaml: no such file in" in error and "run it from the repository root" in error
+    assert "--base /path/to/the/repository/config.yaml" in error
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("budgets: [7\nseeds: [0]\n", r"--configfile {path}:\d+: not valid YAML \("),
+        ("- budgets\n- seeds\n", "--configfile {path}: holds a YAML list, not a mapping of config keys"),
+        ("just a string\n", "--configfile {path}: holds a YAML str, not a mapping of config keys"),
+    ],
+)
+def test_plan_of_a_preset_that_is_not_a_mapping_names_the_file(text, message, tmp_path, capsys):
+    import re
+
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(text, encoding="utf-8")
+    assert main([*PLAN, "--configfile", str(preset)]) == 2
+    assert re.search(message.format(path=re.escape(str(preset))), one_error(capsys))
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [

@@ -19,7 +19,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--configfile", nargs="*", default=[], help="presets layered over --base, as snakemake --configfile"
     )
-    parser.add_argument("--base", default="config.yaml", help="the study's base config (default config.yaml)")
+    parser.add_argument(
+        "--base",
+        default="config.yaml",
+        help="the repository's config.yaml, which the presets are layered over and beside which the "
+        "workflow's schema is read (default: config.yaml in the current folder: run plan from the "
+        "repository root)",
+    )
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="overrides (YAML values)")
     parser.add_argument(
         "--throughput",
