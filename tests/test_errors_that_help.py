@@ -95,6 +95,18 @@ def test_plan_of_a_preset_that_is_not_a_mapping_names_the_file(text, message, tm
     assert re.search(message.format(path=re.escape(str(preset))), one_error(capsys))
 
 
+def test_log_file_in_a_missing_folder_is_made(tmp_path, capsys):
+    log_file = tmp_path / "logs" / "new" / "plan.log"
+    assert main(["--log-file", str(log_file), *PLAN, "--configfile", str(tmp_path / "absent.yaml")]) == 2
+    assert "--configfile" in one_error(capsys) and "absent.yaml" in log_file.read_text()
+
+
+def test_log_file_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    assert main(["--log-file", str(tmp_path / "a-file" / "plan.log"), *PLAN, "--configfile", "x.yaml"]) == 2
+    assert "depthprune plan: error: --log-file: I/O error on" in one_error(capsys)
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [

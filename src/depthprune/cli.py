@@ -13,6 +13,7 @@ import logging
 import sqlite3
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 from depthprune import allocator, parent_exit
 from depthprune.errors import InputError
@@ -54,6 +55,8 @@ def scoped_logging(verbose: bool = False, log_file: str | None = None) -> Iterat
     formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
+        # Its folder is made, as Snakemake makes a rule's log folder; one that cannot be is an OSError.
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file))
     previous_level = root.level
     for handler in handlers:
@@ -77,7 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"depthprune: error: {err}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    with scoped_logging(args.verbose, args.log_file):
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(scoped_logging(args.verbose, args.log_file))
+        except OSError as err:  # --log-file in a folder that cannot be made, or not writable
+            print(f"depthprune {args.command}: error: --log-file: {describe_os_error(err)}", file=sys.stderr)
+            return 2
         return _run(args)
 
 
