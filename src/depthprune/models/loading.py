@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,8 +281,14 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
     log.info("converting %s to safetensors in %s (once)", gguf, target)
     _discard_unfinished(target)
     with atomic_dir(target) as tmp:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        except (struct.error, ValueError) as err:  # the readers' words for a short or damaged file
+            raise InputError(
+                f"{gguf}: not a readable GGUF file ({err}); a truncated or damaged "
+                "download? Fetch it again"
+            ) from err
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -419,11 +426,18 @@ def load_model(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     path = resolve_local(spec, cache_dir)
+    from safetensors import SafetensorError
+
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
     except OSError as err:
         raise FileNotFoundError(f"model {spec!r}: cannot load from {path} ({err})") from err
+    except SafetensorError as err:  # a truncated or damaged model.safetensors
+        raise InputError(
+            f"model {spec!r}: the weights in {path} cannot be read ({err}); a truncated or damaged file? "
+            "Download or convert the model again"
+        ) from err
     family_for(model)  # fail early, with the family named, before any expensive work
     if tokenizer.pad_token is None:
         # Calibration batches are padded; the pad id is masked out everywhere, any id will do.
