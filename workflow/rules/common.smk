@@ -341,6 +341,14 @@ def recompute_param(name):
     return param
 
 
+def another_snakemake_locks():
+    """Whether .snakemake/locks holds lock files: those of another Snakemake in this working folder
+    (or of one killed with SIGKILL), since this one locks only after its DAG is built.
+    """
+    locks = os.path.join(".snakemake", "locks")
+    return os.path.isdir(locks) and bool(os.listdir(locks))
+
+
 def figures_sources(aggregate_files):
     """An input function of `figures` that adds no file. `snakemake figures` alone redraws from the
     aggregate (on a fresh clone, the committed one); without it Snakemake would plan the whole
@@ -353,6 +361,13 @@ def figures_sources(aggregate_files):
         if set(getattr(workflow.dag_settings, "targets", None) or ()) != {"figures"}:
             return []
         missing = [path for path in aggregate_files if not os.path.exists(path)]
+        if missing and another_snakemake_locks():
+            # Advising `snakemake aggregate` here would only lead to Snakemake's lock error.
+            raise WorkflowError(
+                f"figures: the aggregate the figures are drawn from is missing ({', '.join(missing)}), "
+                "and another Snakemake is running in this folder (its locks are in .snakemake/locks): "
+                "if it runs the study, it makes the aggregate; run `snakemake figures` when it has ended"
+            )
         if missing:
             raise WorkflowError(
                 f"figures: the aggregate the figures are drawn from is missing ({', '.join(missing)}); "
