@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,17 +26,22 @@ DEFAULT_CS170K_DATASET = "zwhe99/commonsense_170k"
 C4_POOL = 1000
 
 
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # surrogateescape's stand-ins for undecodable bytes
+
+
 def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict]]:
     """(1-based line number, row) for every non-blank line; errors name ``file:line``."""
-    with open(path, "rb") as handle:  # decoded line by line, so that a non-UTF-8 byte names its line
-        for line_no, raw in enumerate(handle, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
+    # surrogateescape: a byte that is not UTF-8 becomes a lone surrogate (valid UTF-8 never decodes to
+    # one), found in its line below, instead of failing the read with no file or line named.
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+        for line_no, line in enumerate(handle, 1):
+            undecodable = _UNDECODABLE.search(line)
+            if undecodable:
                 raise InputError(
-                    f"{path}:{line_no}: not UTF-8 text (byte {err.start + 1} of the line is 0x{raw[err.start]:02x}); "
-                    "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-                ) from None
+                    f"{path}:{line_no}: not UTF-8 text (byte 0x{ord(undecodable.group()) - 0xDC00:02x} at "
+                    f"character {undecodable.start() + 1} of the line); convert the file to UTF-8 (e.g. iconv "
+                    "-f latin1 -t utf-8)"
+                )
             if line.strip():
                 try:
                     row = json.loads(line)
