@@ -60,7 +60,9 @@ def test_a_calibration_file_that_is_not_utf8_names_its_file_and_line(tiny_model_
     (mirror / "c4" / "train.jsonl").write_bytes(b"".join(lines))
     assert main(_prior_argv(tiny_model_dir, mirror, tmp_path)) == 2
     error = one_error(capsys)
-    assert "c4/train.jsonl:7: not UTF-8 text (byte 0xe9 at character 14 of the line); convert the file to UTF-8" in error
+    assert (
+        "c4/train.jsonl:7: not UTF-8 text (byte 0xe9 at character 14 of the line); convert the file to UTF-8" in error
+    )
 
 
 @pytest.mark.usefixtures("no_model_load")  # the data is read before the model

@@ -286,8 +286,7 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         except (struct.error, ValueError) as err:  # the readers' words for a short or damaged file
             raise InputError(
-                f"{gguf}: not a readable GGUF file ({err}); a truncated or damaged "
-                "download? Fetch it again"
+                f"{gguf}: not a readable GGUF file ({err}); a truncated or damaged download? Fetch it again"
             ) from err
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
