@@ -20,7 +20,7 @@ import yaml
 from depthprune import search
 from depthprune.cli import main
 from depthprune.errors import InputError
-from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem
+from depthprune.search.base import FILLED_MARKERS, POSITIVE, SearchAlgorithm, SearchProblem
 
 
 def test_every_path_the_guide_names_exists(repo_root):
@@ -86,20 +86,26 @@ def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(
 def test_a_search_with_a_line_art_marker_is_refused_where_it_is_defined():
     """seaborn refuses to mix line-art markers ('x', '+', ...) with the filled ones of the other
     searches, which broke `depthprune render` far from the cause: the class is refused at definition."""
-    with pytest.raises(
-        InputError, match=r"search algorithm 'crosses' \(.*LineArt\): marker 'x' is line art; .* filled"
-    ):
+    with pytest.raises(InputError, match=r"search algorithm 'crosses' \(.*LineArt\): marker 'x' is not a filled"):
 
         class LineArt(Toy):
             name = "crosses"
             marker = "x"
 
-    with pytest.raises(
-        InputError, match=r"search algorithm 'toy' \(.*Unknown\): marker 'xx' is not a matplotlib marker"
-    ):
+    with pytest.raises(InputError, match=r"search algorithm 'toy' \(.*Unknown\): marker 'xx' is not a filled"):
 
         class Unknown(Toy):
             marker = "xx"
+
+
+def test_the_filled_markers_are_matplotlibs():
+    """The registry's list (kept out of matplotlib's import) is matplotlib's, and every one of them
+    is a marker seaborn draws as filled."""
+    from matplotlib.lines import Line2D
+    from matplotlib.markers import MarkerStyle
+
+    assert tuple(Line2D.filled_markers) == FILLED_MARKERS
+    assert all(MarkerStyle(marker).is_filled() for marker in FILLED_MARKERS)
 
 
 def test_a_toy_search_is_drawn_by_depthprune_render_with_its_own_marker(monkeypatch, tmp_path):

@@ -257,23 +257,20 @@ class Range:
 POSITIVE = Range(minimum=1)
 
 
-def check_marker(cls: type) -> None:
-    """An algorithm's ``marker`` must be a filled matplotlib marker: seaborn draws all algorithms of a
-    figure in one call, which refuses to mix filled markers with line-art ones ('x', '+', '|', '1',
-    ...: "Filled and line art markers cannot be mixed"); matplotlib's ``is_filled`` is the test
-    seaborn applies."""
-    from matplotlib.lines import Line2D
-    from matplotlib.markers import MarkerStyle
+# matplotlib's filled markers (``Line2D.filled_markers``), written out so that importing the registry
+# (every `depthprune` start) does not import matplotlib; tests/test_extending.py holds them equal.
+FILLED_MARKERS = (".", "o", "v", "^", "<", ">", "8", "s", "p", "*", "h", "H", "D", "d", "P", "X")
 
-    algorithm = f"search algorithm {getattr(cls, 'name', cls.__name__)!r} ({cls.__module__}.{cls.__qualname__})"
-    try:
-        filled = MarkerStyle(cls.marker).is_filled()
-    except ValueError as err:
-        raise InputError(f"{algorithm}: marker {cls.marker!r} is not a matplotlib marker ({err})") from None
-    if not filled:
+
+def check_marker(cls: type) -> None:
+    """An algorithm's ``marker`` must be one of matplotlib's filled markers: seaborn draws all
+    algorithms of a figure in one call, which refuses to mix filled markers with line-art ones ('x',
+    '+', '|', '1', ...: "Filled and line art markers cannot be mixed")."""
+    if cls.marker not in FILLED_MARKERS:
         raise InputError(
-            f"{algorithm}: marker {cls.marker!r} is line art; the figures need a filled marker, one of "
-            f"{' '.join(Line2D.filled_markers)}"
+            f"search algorithm {getattr(cls, 'name', cls.__name__)!r} ({cls.__module__}.{cls.__qualname__}): "
+            f"marker {cls.marker!r} is not a filled matplotlib marker, as the figures need; one of "
+            f"{' '.join(FILLED_MARKERS)}"
         )
 
 
