@@ -205,6 +205,23 @@ def test_figures_without_an_aggregate_says_what_is_missing(fresh_clone, tmp_path
     assert job_counts(snakemake(fresh_clone, "-n", *args).stdout)["search"] > 0
 
 
+def test_figures_beside_a_running_snakemake_does_not_advise_a_second_run(fresh_clone, tmp_path):
+    """While another Snakemake runs the study in this folder (its lock files in .snakemake/locks), the
+    missing aggregate is being made: advising `snakemake aggregate` would only lead to Snakemake's
+    lock error (issue 55 item 6), so it says to wait for that run instead."""
+    empty = tmp_path / "no-results"
+    locks = fresh_clone / ".snakemake" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    (locks / "0.output.lock").write_text(f"{empty}/aggregate/summary.csv\n")
+    try:
+        proc = snakemake(fresh_clone, "-n", "figures", "--config", f"results_dir={empty}", check=False)
+    finally:
+        shutil.rmtree(fresh_clone / ".snakemake" / "locks")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "another Snakemake is running in this folder" in output and "`snakemake aggregate`" not in output
+
+
 def test_figures_with_seeds_the_aggregate_lacks_says_so(fresh_clone):
     """config/seeds.yaml on the default names seeds 1 and 2, which the committed default aggregate has
     no run of: `snakemake figures` says so and points at the committed multi-seed study, instead of

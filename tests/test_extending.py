@@ -20,7 +20,8 @@ import pytest
 
 from depthprune import search
 from depthprune.cli import main
-from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem
+from depthprune.errors import InputError
+from depthprune.search.base import FILLED_MARKERS, POSITIVE, SearchAlgorithm, SearchProblem
 
 
 def test_every_path_the_guide_names_exists(repo_root):
@@ -81,6 +82,53 @@ def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(
     argv += ["--config", "algorithms=[toy]", "search_params={toy: {requests: 0}}"]
     assert main(argv) == 2
     assert "search_params.toy.requests: 0 is less than the minimum of 1" in capsys.readouterr().err
+
+
+def test_a_search_with_a_line_art_marker_is_refused_where_it_is_defined():
+    """seaborn refuses to mix line-art markers ('x', '+', ...) with the filled ones of the other
+    searches, which broke `depthprune render` far from the cause: the class is refused at definition."""
+    with pytest.raises(InputError, match=r"search algorithm 'crosses' \(.*LineArt\): marker 'x' is not a filled"):
+
+        class LineArt(Toy):
+            name = "crosses"
+            marker = "x"
+
+    with pytest.raises(InputError, match=r"search algorithm 'toy' \(.*Unknown\): marker 'xx' is not a filled"):
+
+        class Unknown(Toy):
+            marker = "xx"
+
+
+def test_the_filled_markers_are_matplotlibs():
+    """The registry's list (kept out of matplotlib's import) is matplotlib's, and every one of them
+    is a marker seaborn draws as filled."""
+    from matplotlib.lines import Line2D
+    from matplotlib.markers import MarkerStyle
+
+    assert tuple(Line2D.filled_markers) == FILLED_MARKERS
+    assert all(MarkerStyle(marker).is_filled() for marker in FILLED_MARKERS)
+
+
+def test_a_toy_search_is_drawn_by_depthprune_render_with_its_own_marker(monkeypatch, tmp_path):
+    """A registered toy search's runs go through `depthprune aggregate` and `depthprune render`
+    (Figures 1 and 2, where each algorithm has its marker) beside the paper's searches."""
+    from depthprune.reporting import style
+    from test_reporting_pipeline import run_command, write_tree
+
+    monkeypatch.setitem(search.ALGORITHMS, "toy", Toy)
+    results = write_tree(tmp_path / "results", [("alpha", "ppl_c4", 2)], dense=False)
+    runs = results / "alpha" / "ppl_c4" / "M2"
+    (runs / "greedy").rename(runs / "toy")  # the greedy run, relabelled as the toy's
+    selection = json.loads((runs / "toy" / "selection.json").read_text())
+    (runs / "toy" / "selection.json").write_text(json.dumps({**selection, "algorithm": "toy"}))
+    metrics = (runs / "toy" / "metrics.csv").read_text()
+    (runs / "toy" / "metrics.csv").write_text(metrics.replace(",greedy,", ",toy,"))
+    assert run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "aggregate")]) == 0
+    figures = tmp_path / "figures"
+    argv = ["render", "--aggregate", str(tmp_path / "aggregate"), "--out", str(figures), "--only", "figure1,figure2"]
+    assert run_command(argv) == 0
+    assert sorted(p.name for p in figures.glob("figure*.png")) == ["figure1.png", "figure2.png"]
+    assert style.algorithm_marker("toy") == "*"  # the class's own marker, not an extra one
 
 
 # ---------------------------------------------------------------------------- a toy benchmark

@@ -156,6 +156,14 @@ RECORDED = {
         # (6 x 64 and 10 held-out, seed 3, both C4 packings) are bitwise equal before (b3bb975) and after
         # (70 comparisons).
         "195ee6c4f1e9db4b",
+        # Issue 59 item 2 and issue 55 item 6: bad-input errors raised as errors.InputError (a ValueError)
+        # instead of ValueError/KeyError, a tiny spec of 0 blocks refused, a truncated GGUF or safetensors
+        # file reported as such, and the calibration mirror read with errors="surrogateescape" to name a
+        # non-UTF-8 line (valid UTF-8 decodes exactly as before; a folder is named as one): only error
+        # paths changed. Verified on tiny:llama-8 (float32, one thread, --no-cache, 4 x 32): the ppl_c4 and
+        # tlm_cs170k priors and a greedy M = 3 search under ppl_c4 are equal before (b3bb975) and after
+        # (scores, empty loss, ranking, data_hash, the selected set and every trace loss).
+        "9f8d5b8d064f58ab",
     ),
 }
 

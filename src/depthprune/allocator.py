@@ -27,6 +27,8 @@ import logging
 import os
 import sys
 
+from depthprune.errors import InputError
+
 log = logging.getLogger(__name__)
 
 ENV_VAR = "DEPTHPRUNE_MALLOC"
@@ -68,7 +70,7 @@ def keep_freed_memory(environ=os.environ) -> bool:
     ``DEPTHPRUNE_MALLOC=system``. Returns whether the setting is now in force."""
     choice = environ.get(ENV_VAR, "keep")
     if choice not in ("keep", "system"):
-        raise ValueError(f"{ENV_VAR}={choice!r}: choose keep or system")
+        raise InputError(f"{ENV_VAR}={choice!r}: choose keep or system")
     libc = _glibc()
     if choice == "system" or libc is None:
         return False

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from fractions import Fraction
 
+from depthprune.errors import InputError
+
 PAPER_FRACTIONS = ("7/32", "9/32")
 _FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -28,17 +30,17 @@ _FRACTION = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 def parse_budget(value, where: str = "budgets") -> int | Fraction:
     """An absolute M (int) or a fraction of depth (``"7/32"`` -> Fraction(7, 32)); errors name ``where``."""
     if isinstance(value, bool):
-        raise ValueError(f"{where}: {value!r} is not a budget (an integer M or a fraction of depth such as '7/32')")
+        raise InputError(f"{where}: {value!r} is not a budget (an integer M or a fraction of depth such as '7/32')")
     if isinstance(value, int):
         if value < 1:
-            raise ValueError(f"{where}: budget {value} must be at least 1")
+            raise InputError(f"{where}: budget {value} must be at least 1")
         return value
     match = _FRACTION.match(str(value))
     if not match or int(match.group(2)) == 0:
-        raise ValueError(f"{where}: {value!r} is not a budget (an integer M or a fraction of depth such as '7/32')")
+        raise InputError(f"{where}: {value!r} is not a budget (an integer M or a fraction of depth such as '7/32')")
     fraction = Fraction(int(match.group(1)), int(match.group(2)))
     if not 0 < fraction < 1:
-        raise ValueError(f"{where}: fraction {value!r} must lie strictly between 0 and 1")
+        raise InputError(f"{where}: fraction {value!r} must lie strictly between 0 and 1")
     return fraction
 
 
@@ -57,16 +59,16 @@ def resolve_budgets(budgets: Iterable, n_layers: int | None, where: str = "budge
         budget = parse_budget(value, where)
         if isinstance(budget, Fraction):
             if n_layers is None:
-                raise ValueError(
+                raise InputError(
                     f"{where}: budget {value!r} is a fraction of depth; give the model's number of blocks "
                     "(n_layers in its models: entry) or use absolute budgets"
                 )
             budget = max(1, budget_for_depth(budget, n_layers))
         if n_layers is not None and budget >= n_layers:
-            raise ValueError(f"{where}: budget {budget} would remove all {n_layers} blocks (need M < {n_layers})")
+            raise InputError(f"{where}: budget {budget} would remove all {n_layers} blocks (need M < {n_layers})")
         resolved.add(budget)
     if not resolved:
-        raise ValueError(f"{where}: no budgets")
+        raise InputError(f"{where}: no budgets")
     return sorted(resolved)
 
 
@@ -82,7 +84,7 @@ def check_protected(protected: tuple[int, ...], n_layers: int | None) -> None:
         return
     bad = [p for p in protected if not 0 <= p < n_layers]
     if bad:
-        raise ValueError(f"protected_layers {bad} (option --protected) are outside 0..{n_layers - 1}")
+        raise InputError(f"protected_layers {bad} (option --protected) are outside 0..{n_layers - 1}")
 
 
 def protected_blocks(protected: Iterable[int], protect: str, n_layers: int) -> tuple[int, ...]:
@@ -90,10 +92,10 @@ def protected_blocks(protected: Iterable[int], protect: str, n_layers: int) -> t
     and the last block (0 and n_layers − 1). Every search, the prior, CBO's enumeration and the
     exhaustive optimum read this one set (the evaluator's ``protected``)."""
     if protect not in PROTECT_MODES:
-        raise ValueError(f"protect {protect!r} (option --protect / model_table protect): expected none or boundary")
+        raise InputError(f"protect {protect!r} (option --protect / model_table protect): expected none or boundary")
     blocks = {int(p) for p in protected}
     if protect == "boundary":
         if n_layers < 3:
-            raise ValueError(f"protect: boundary keeps blocks 0 and {n_layers - 1}: needs at least 3 blocks")
+            raise InputError(f"protect: boundary keeps blocks 0 and {n_layers - 1}: needs at least 3 blocks")
         blocks |= {0, n_layers - 1}
     return tuple(sorted(blocks))

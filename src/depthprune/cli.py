@@ -13,8 +13,10 @@ import logging
 import sqlite3
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 from depthprune import allocator, parent_exit
+from depthprune.errors import InputError
 from depthprune.locking import LockHeld
 
 COMMANDS = (
@@ -53,6 +55,8 @@ def scoped_logging(verbose: bool = False, log_file: str | None = None) -> Iterat
     formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
+        # Its folder is made, as Snakemake makes a rule's log folder; one that cannot be is an OSError.
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file))
     previous_level = root.level
     for handler in handlers:
@@ -72,11 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parent_exit.exit_with_parent()  # a job of a Snakemake killed with -9 must not run on (parent_exit.py)
         parser = build_parser()  # reads DEPTHPRUNE_RECOMPUTE
-    except ValueError as err:  # an environment variable with a value it does not accept
+    except InputError as err:  # an environment variable with a value it does not accept
         print(f"depthprune: error: {err}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    with scoped_logging(args.verbose, args.log_file):
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(scoped_logging(args.verbose, args.log_file))
+        except OSError as err:  # --log-file in a folder that cannot be made, or not writable
+            print(f"depthprune {args.command}: error: --log-file: {describe_os_error(err)}", file=sys.stderr)
+            return 2
         return _run(args)
 
 
@@ -90,12 +99,11 @@ def _run(args) -> int:
     try:
         allocator.keep_freed_memory()  # reuse freed memory, not page-fault large tensors anew (allocator.py)
         return int(args.func(args) or 0)
-    except (FileNotFoundError, ValueError, KeyError, LockHeld) as err:
+    except (InputError, FileNotFoundError, LockHeld) as err:
         # Bad input (or a workdir another process holds): one clear line naming the key or file (on
-        # stderr and in --log-file), exit 2.
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        # stderr and in --log-file), exit 2. The error contract is in errors.py.
         log.debug("error details", exc_info=True)
-        log.error("depthprune %s: error: %s", args.command, message)
+        log.error("depthprune %s: error: %s", args.command, err)
         return 2
     except OSError as err:
         # The disk, a limit or a permission (no space left, `ulimit -f`, a read-only folder, a folder
@@ -114,8 +122,14 @@ def _run(args) -> int:
             log.debug("error details", exc_info=True)
             log.error("depthprune %s: error: I/O error on an SQLite file (memo, BO study): %s", args.command, err)
             return 2
-        # A bug, not bad input: the traceback goes to stderr and to the rule's log once, exit 1.
-        log.exception("depthprune %s failed", args.command)
+        # A bug, not bad input (a plain ValueError or KeyError included: bad input is an InputError,
+        # errors.py): said as such, with the traceback on stderr and in --log-file, exit 1.
+        log.exception(
+            "depthprune %s: internal error (a bug, not bad input; the traceback follows): %s: %s",
+            args.command,
+            type(err).__name__,
+            err,
+        )
         return 1
 
 

@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
 from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.sources import DATA_SOURCES
 from depthprune.calibration.specs import C4_PACKINGS, CALIBRATIONS, TLM_CONTEXTS, TLM_FORMATS, TLM_LOSSES
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
+from depthprune.seeding import seed_option
+
+
+def device_option(text: str) -> str:
+    """argparse ``type`` of --device and --state-device: auto, cpu, cuda or cuda:N (the config schema's
+    `device` pattern), and cuda only where CUDA is available: refused at parse time with the option's
+    name, not by a traceback from torch once the model is loaded."""
+    if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected auto, cpu, cuda or cuda:N")
+    if text.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text!r}: CUDA is not available here; use cpu (or auto)")
+    return text
 
 
 def shared_namespace(**options) -> argparse.Namespace:
@@ -46,7 +63,7 @@ def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = 
         choices=list(DTYPE_CHOICES),
         help="auto: bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16/AMX), else float32",
     )
-    group.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    group.add_argument("--device", type=device_option, default="auto", help="auto, cpu, cuda or cuda:N")
     group.add_argument("--model-cache-dir", default=MODEL_CACHE_DIR, help="where converted checkpoints are kept")
 
 
@@ -62,7 +79,7 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data-dir", help=f"offline mirror with {mirror_files} (default: hub)")
     group.add_argument("--n-samples", type=int, default=64, help="calibration samples (paper: 64)")
     group.add_argument("--seq-len", type=int, default=2048, help="max tokens per sample (paper: 2048)")
-    group.add_argument("--seed", type=int, default=0, help="sampling seed (also seeds the searches)")
+    group.add_argument("--seed", type=seed_option, default=0, help="sampling seed (also seeds the searches)")
     group.add_argument(
         "--tlm-format", default="text", choices=list(TLM_FORMATS), help="TLM candidate scoring (docs/method.md §2)"
     )
@@ -95,7 +112,12 @@ def add_calibration_args(parser: argparse.ArgumentParser) -> None:
 def add_evaluator_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("subset evaluator")
     group.add_argument("--token-budget", type=int, default=16384, help="max padded tokens per forward micro-batch")
-    group.add_argument("--state-device", default="auto", help="where cached hidden states live (auto: model device)")
+    group.add_argument(
+        "--state-device",
+        type=device_option,
+        default="auto",
+        help="where cached hidden states live: auto (the model's device), cpu, cuda or cuda:N",
+    )
     group.add_argument(
         "--state-cache-gib",
         type=float,
@@ -183,7 +205,7 @@ def check_calibration_inputs(args, n_layers: int | None = None, setup: Calibrati
     setup = setup or calibration_setup(args)
     setup.check_sizes()
     if args.token_budget < 1:
-        raise ValueError(f"--token-budget must be positive (got {args.token_budget})")
+        raise InputError(f"--token-budget must be positive (got {args.token_budget})")
     if not args.no_cache:
         from depthprune.engine.memo import check_memo_file
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from depthprune.errors import InputError
+
 SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"  # relative to the repository root
 
 
@@ -63,7 +65,7 @@ def with_registries(schema: dict, where: str = str(SCHEMA_FILE)) -> dict:
         for part in path.split("."):
             node = node[part]
         if key in node:
-            raise ValueError(
+            raise InputError(
                 f"{where}: {path}.{key} is filled in from the package's registry when the schema is "
                 "loaded (depthprune/config_schema.py); remove it from the file"
             )

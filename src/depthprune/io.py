@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from depthprune.errors import InputError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -233,7 +235,7 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from err
+        raise InputError(f"{path}: not valid JSON ({err})") from err
 
 
 _ENV_TRUE = ("1", "true", "yes", "on")
@@ -254,7 +256,7 @@ def env_flag(name: str, default: bool | str = False, others: tuple[str, ...] = (
     if value in others:
         return value
     allowed = "/".join((*_ENV_TRUE, *_ENV_FALSE, *others))
-    raise ValueError(f"environment variable {name}={os.environ[name]!r}: expected one of {allowed}")
+    raise InputError(f"environment variable {name}={os.environ[name]!r}: expected one of {allowed}")
 
 
 def format_layers(layers: Iterable[int]) -> str:
@@ -272,11 +274,11 @@ def parse_layers(text: str | Iterable[int] | None) -> tuple[int, ...]:
         try:
             values = [int(p) for p in parts]
         except ValueError as err:
-            raise ValueError(f"layer list {text!r}: expected integers separated by spaces or commas") from err
+            raise InputError(f"layer list {text!r}: expected integers separated by spaces or commas") from err
     else:
         values = [int(v) for v in text]
     if len(set(values)) != len(values):
-        raise ValueError(f"layer list {text!r} repeats a layer")
+        raise InputError(f"layer list {text!r} repeats a layer")
     return tuple(sorted(values))
 
 

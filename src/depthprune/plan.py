@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from depthprune.budgets import protected_blocks
+from depthprune.errors import InputError
 from depthprune.models.config_files import BUNDLED_CONFIGS, model_config
 
 log = logging.getLogger(__name__)
@@ -59,15 +60,36 @@ def merge(base: Mapping, override: Mapping) -> dict:
 
 
 def load_config(configfiles: Sequence[str | Path], base: str | Path | None = "config.yaml") -> dict:
+    """``base`` (the repository's config.yaml) with the presets ``configfiles`` merged over it, as the
+    Snakefile merges them; each file must hold a mapping of config keys."""
     config: dict = {}
-    for path in ([base] if base else []) + list(configfiles):
+    for option, path in ([("--base", base)] if base else []) + [("--configfile", path) for path in configfiles]:
         try:
             with open(path, encoding="utf-8") as handle:
-                config = merge(config, yaml.safe_load(handle) or {})
+                layer = yaml.safe_load(handle)
         except FileNotFoundError:
+            if option == "--base":
+                raise FileNotFoundError(
+                    f"--base {path}: no such file in {Path.cwd()}; plan layers the --configfile presets over "
+                    "the repository's config.yaml, as the Snakefile does: run it from the repository root, "
+                    "or pass --base /path/to/the/repository/config.yaml"
+                ) from None
             raise FileNotFoundError(f"--configfile {path}: no such file") from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise InputError(f"{option} {where}: not valid YAML ({problem})") from None
+        if layer is None:  # an empty file
+            continue
+        if not isinstance(layer, dict):
+            raise InputError(
+                f"{option} {path}: holds a YAML {type(layer).__name__}, not a mapping of config keys "
+                "(lines such as `budgets: [7]`)"
+            )
+        config = merge(config, layer)
     if not config.get("models"):
-        raise ValueError("config: models: no model to plan")
+        raise InputError("config: models: no model to plan")
     return config
 
 
@@ -335,11 +357,11 @@ def build_plan(
 
     for option, value in (("--throughput", throughput_tflops), ("--gpu-gib", gpu_gib), ("--load-gbps", load_gbps)):
         if not value > 0:
-            raise ValueError(f"{option} must be positive (got {value})")
+            raise InputError(f"{option} must be positive (got {value})")
     plan = Plan(throughput_tflops=throughput_tflops)
     data_dir = data_dir or config.get("data_dir")
     if data_dir is None:
-        raise ValueError(
+        raise InputError(
             "plan: token counts need the data: pass --data-dir (e.g. ../shared/data; a study on the hub "
             "is planned with the mirror's documents and the hub's C4 shard size)"
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depthprune.errors import InputError
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -17,7 +19,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--configfile", nargs="*", default=[], help="presets layered over --base, as snakemake --configfile"
     )
-    parser.add_argument("--base", default="config.yaml", help="the study's base config (default config.yaml)")
+    parser.add_argument(
+        "--base",
+        default="config.yaml",
+        help="the repository's config.yaml, which the presets are layered over and beside which the "
+        "workflow's schema is read (default: config.yaml in the current folder: run plan from the "
+        "repository root)",
+    )
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="overrides (YAML values)")
     parser.add_argument(
         "--throughput",
@@ -49,12 +57,12 @@ def overrides(items: list[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--config {item!r}: expected KEY=VALUE")
+            raise InputError(f"--config {item!r}: expected KEY=VALUE")
         try:
             out[key] = yaml.safe_load(value)
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise ValueError(f"--config {item!r}: the value is not valid YAML ({problem})") from None
+            raise InputError(f"--config {item!r}: the value is not valid YAML ({problem})") from None
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from depthprune.calibration.variants import parse_label
+from depthprune.errors import InputError
 from depthprune.io import package_versions, parse_layers, read_json
 from depthprune.progress import Progress
 
@@ -24,7 +25,7 @@ def compute_prior(evaluator, keep_items: bool = False) -> dict:
     gives the prior of any draw nested in this one; losses the memo holds are computed again (it
     keeps totals only)."""
     if keep_items and evaluator.objective_kind != "tlm":
-        raise ValueError("--keep-items: only a TLM prior has items (its calibration is a perplexity one)")
+        raise InputError("--keep-items: only a TLM prior has items (its calibration is a perplexity one)")
     check_some_layer_removable(evaluator.n_layers, evaluator.protected)
     started = time.perf_counter()
     before = evaluator.stats.as_dict()
@@ -82,15 +83,15 @@ def derive_prior(evaluator, source: dict, source_path: str | Path) -> dict:
     started = time.perf_counter()
     where = f"--items-from {source_path}"
     if evaluator.objective_kind != "tlm":
-        raise ValueError(f"{where}: only a TLM prior can be derived from a larger draw's items")
+        raise InputError(f"{where}: only a TLM prior can be derived from a larger draw's items")
     items = source.get("items")
     if not items:
-        raise ValueError(
+        raise InputError(
             f"{where}: the prior keeps no per-item losses; compute it with `depthprune prior --keep-items`"
         )
     keys = list(evaluator.objective.item_keys)
     if items["keys"][: len(keys)] != keys:
-        raise ValueError(
+        raise InputError(
             f"{where}: its {len(items['keys'])} items do not begin with this draw's {len(keys)} "
             "(another seed, data set, format, loss or token cap)"
         )
@@ -101,7 +102,7 @@ def derive_prior(evaluator, source: dict, source_path: str | Path) -> dict:
         if k not in _SIZE_FIELDS and _comparable(k, mine.get(k)) != _comparable(k, theirs.get(k))
     )
     if differ:
-        raise ValueError(f"{where}: computed with other settings ({', '.join(differ)}) than this prior")
+        raise InputError(f"{where}: computed with other settings ({', '.join(differ)}) than this prior")
     n = len(keys)
 
     def mean_of(lists):
@@ -111,7 +112,7 @@ def derive_prior(evaluator, source: dict, source_path: str | Path) -> dict:
     empty_loss, empty_accuracy = mean_of(items["empty"])
     direct = evaluator.empty_record()
     if not math.isclose(empty_loss, direct.loss, rel_tol=1e-4, abs_tol=1e-4):
-        raise ValueError(
+        raise InputError(
             f"{where}: L(∅) of the first {n} items is {empty_loss:.6f}, computed directly {direct.loss:.6f}"
         )
     return _prior_document(
@@ -140,7 +141,7 @@ def check_finite_losses(model_name: str, stage: str, empty_loss, scores) -> None
     bad += [f"s_{i}={v}" for i, v in enumerate(scores) if v is not None and not math.isfinite(v)]
     if bad:
         shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-        raise ValueError(
+        raise InputError(
             f"{stage}: model {model_name!r} gives non-finite calibration losses ({shown}): its weights or "
             "computation are broken (NaN/inf); nothing was written"
         )
@@ -176,7 +177,7 @@ def _prior_document(evaluator, *, scores, accuracies, empty_loss, empty_accuracy
 def check_some_layer_removable(n_layers: int, protected) -> None:
     """A prior of a model whose every layer is protected would be an empty ranking: refuse it."""
     if n_layers > 0 and set(range(n_layers)) <= {int(p) for p in protected}:
-        raise ValueError(
+        raise InputError(
             f"protected_layers (option --protected) protect all {n_layers} layers: no layer is left to score or remove"
         )
 
@@ -184,9 +185,9 @@ def check_some_layer_removable(n_layers: int, protected) -> None:
 def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
     prior = read_json(path)
     if "scores" not in prior:
-        raise ValueError(f'{path}: no "scores" field (expected the output of `depthprune prior`)')
+        raise InputError(f'{path}: no "scores" field (expected the output of `depthprune prior`)')
     if prior.get("calibration") not in (None, calibration):
-        raise ValueError(
+        raise InputError(
             f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}"
         )
     return prior
@@ -211,7 +212,7 @@ def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any
         if field in UNCHECKED_FIELDS:
             continue
         if field not in recorded and field not in RECORD_DEFAULTS:
-            raise ValueError(
+            raise InputError(
                 f"{path}: the prior does not record {field!r} (written by an older depthprune); "
                 "recompute it with `depthprune prior`"
             )
@@ -220,7 +221,7 @@ def check_prior(path: str | Path, prior: dict[str, Any], expected: dict[str, Any
         if field == "protected":
             have = list(parse_layers(have))
         if have != want:
-            raise ValueError(
+            raise InputError(
                 f"{path}: prior computed with {field}={have!r}, this search uses {field}={want!r}; "
                 "recompute the prior with the search's settings"
             )

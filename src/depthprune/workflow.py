@@ -24,6 +24,7 @@ from depthprune.budgets import resolve_budgets
 from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
 from depthprune.paths import run_parts
 
@@ -36,7 +37,7 @@ CORPUS_MIRROR_FILES = {"wikitext2": "wikitext-2-raw-v1/test.jsonl", "c4": "c4/va
 PROVENANCE_PACKAGES = {"calibration": ("torch", "transformers"), "evaluation": ("torch", "transformers", "lm_eval")}
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config value the study cannot run with; the message names the key."""
 
 
@@ -84,7 +85,7 @@ def calibration_variants(config: Mapping):
     a size is malformed (see calibration/variants.py)."""
     try:
         return study_variants(config["calibrations"], config.get("calibration_sizes"), None)
-    except ValueError as err:
+    except InputError as err:
         raise ConfigError(f"config: {err}") from None
 
 
@@ -100,7 +101,7 @@ def model_budgets(config: Mapping, model: str) -> list[int]:
     where = f"model_table.{model}.budgets" if entry.get("budgets") else f"budgets (for model {model})"
     try:
         return resolve_budgets(budgets, entry.get("n_layers"), where)
-    except ValueError as err:
+    except InputError as err:
         raise ConfigError(f"config: {err}") from None
 
 

@@ -19,6 +19,7 @@ except ImportError:
     import depthprune.workflow as wf
 
 from depthprune.config_schema import SCHEMA_FILE, load_schema, validate
+from depthprune.errors import InputError
 from depthprune.paths import run_parts, search_parts
 
 # The config schema with the registries' names filled in (calibrations, algorithms, benchmarks, ...).
@@ -59,7 +60,7 @@ def check_study():
     """Plan-time checks (models, protected layers, budgets, the mirror's files), after validation."""
     try:
         wf.check_study(config)
-    except ValueError as err:
+    except InputError as err:
         raise WorkflowError(str(err)) from None
 
 
@@ -184,7 +185,7 @@ def calibration_variants():
     """
     try:
         return wf.calibration_variants(config)
-    except ValueError as err:
+    except InputError as err:
         raise WorkflowError(str(err)) from None
 
 
@@ -202,7 +203,7 @@ def model_budgets(model):
     """Absolute budgets (M) of one model (fractions of depth resolved with its n_layers)."""
     try:
         return wf.model_budgets(config, model)
-    except ValueError as err:
+    except InputError as err:
         raise WorkflowError(str(err)) from None
 
 
@@ -347,6 +348,14 @@ def recompute_param(name):
     return param
 
 
+def another_snakemake_locks():
+    """Whether .snakemake/locks holds lock files: those of another Snakemake in this working folder
+    (or of one killed with SIGKILL), since this one locks only after its DAG is built.
+    """
+    locks = os.path.join(".snakemake", "locks")
+    return os.path.isdir(locks) and bool(os.listdir(locks))
+
+
 def figures_sources(aggregate_files):
     """An input function of `figures` that adds no file. `snakemake figures` alone redraws from the
     aggregate (on a fresh clone, the committed one); without it Snakemake would plan the whole
@@ -359,6 +368,13 @@ def figures_sources(aggregate_files):
         if set(getattr(workflow.dag_settings, "targets", None) or ()) != {"figures"}:
             return []
         missing = [path for path in aggregate_files if not os.path.exists(path)]
+        if missing and another_snakemake_locks():
+            # Advising `snakemake aggregate` here would only lead to Snakemake's lock error.
+            raise WorkflowError(
+                f"figures: the aggregate the figures are drawn from is missing ({', '.join(missing)}), "
+                "and another Snakemake is running in this folder (its locks are in .snakemake/locks): "
+                "if it runs the study, it makes the aggregate; run `snakemake figures` when it has ended"
+            )
         if missing:
             raise WorkflowError(
                 f"figures: the aggregate the figures are drawn from is missing ({', '.join(missing)}); "

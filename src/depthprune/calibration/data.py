@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
+
+from depthprune.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -26,27 +29,39 @@ CS170K_MIRROR_FILE = "commonsense_170k/train.jsonl"
 C4_POOL = 1000
 
 
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # surrogateescape's stand-ins for undecodable bytes
+
+
 def read_jsonl_numbered(path: Path) -> Iterator[tuple[int, dict]]:
     """(1-based line number, row) for every non-blank line; errors name ``file:line``."""
-    with open(path, encoding="utf-8") as handle:
+    # surrogateescape: a byte that is not UTF-8 becomes a lone surrogate (valid UTF-8 never decodes to
+    # one), found in its line below, instead of failing the read with no file or line named.
+    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
         for line_no, line in enumerate(handle, 1):
+            undecodable = _UNDECODABLE.search(line)
+            if undecodable:
+                raise InputError(
+                    f"{path}:{line_no}: not UTF-8 text (byte 0x{ord(undecodable.group()) - 0xDC00:02x} at "
+                    f"character {undecodable.start() + 1} of the line); convert the file to UTF-8 (e.g. iconv "
+                    "-f latin1 -t utf-8)"
+                )
             if line.strip():
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{line_no}: not valid JSON ({err})") from err
+                    raise InputError(f"{path}:{line_no}: not valid JSON ({err})") from err
                 if not isinstance(row, dict):
-                    raise ValueError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
+                    raise InputError(f"{path}:{line_no}: expected a JSON object, got {type(row).__name__}")
                 yield line_no, row
 
 
 def text_field(row: dict, field: str, where: str) -> str:
     """``row[field]`` as a string, or an error naming the place (``file:line``) and the field."""
     if field not in row:
-        raise ValueError(f'{where}: missing field "{field}"')
+        raise InputError(f'{where}: missing field "{field}"')
     value = row[field]
     if not isinstance(value, str):
-        raise ValueError(f'{where}: field "{field}" must be a string, got {type(value).__name__}')
+        raise InputError(f'{where}: field "{field}" must be a string, got {type(value).__name__}')
     return value
 
 
@@ -56,6 +71,10 @@ def _mirror_file(data_dir: str | Path | None, relative: str, what: str) -> Path:
             f"{what}: read from a local mirror only; set the option data_dir to a folder holding {relative}"
         )
     path = Path(data_dir) / relative
+    if path.is_dir():
+        raise InputError(
+            f"{what}: {path} is a folder; the local mirror (option data_dir={data_dir}) needs a JSONL file there"
+        )
     if not path.is_file():
         raise FileNotFoundError(
             f"{what}: {path} not found in the local mirror (option data_dir={data_dir}); "
@@ -113,9 +132,9 @@ def load_cs170k_rows_located(
 def sample_indices(population: int, n_samples: int, seed: int, what: str) -> list[int]:
     """``n_samples`` distinct indices drawn with ``seed`` (paper §4.4: random training instances)."""
     if n_samples < 1:
-        raise ValueError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {n_samples})")
+        raise InputError(f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {n_samples})")
     if n_samples > population:
-        raise ValueError(f"n_samples={n_samples} exceeds the {population} {what} available")
+        raise InputError(f"n_samples={n_samples} exceeds the {population} {what} available")
     return random.Random(seed).sample(range(population), n_samples)
 
 

@@ -21,6 +21,7 @@ import random
 
 from depthprune.calibration import data as calib_data
 from depthprune.calibration.sources import data_source
+from depthprune.errors import InputError
 
 # Seeds whose calibration draws are kept out of the held-out draw (the studies use 0..7).
 EXCLUDED_SEEDS = range(16)
@@ -37,10 +38,10 @@ def reserved_indices(population: int, source: str) -> set[int]:
 def heldout_indices(population: int, n_heldout: int, source: str) -> list[int]:
     """The held-out draw: ``n_heldout`` indices outside ``reserved_indices``, in draw order."""
     if n_heldout < 1:
-        raise ValueError(f"heldout n_samples (option --heldout-samples) must be at least 1 (got {n_heldout})")
+        raise InputError(f"heldout n_samples (option --heldout-samples) must be at least 1 (got {n_heldout})")
     free = sorted(set(range(population)) - reserved_indices(population, source))
     if n_heldout > len(free):
-        raise ValueError(
+        raise InputError(
             f"heldout n_samples={n_heldout} (option --heldout-samples) exceeds the {len(free)} {source} rows "
             f"outside every calibration draw of seeds {EXCLUDED_SEEDS.start}..{EXCLUDED_SEEDS.stop - 1}"
         )
@@ -52,7 +53,7 @@ def check_disjoint(population: int, n_samples: int, seed: int, heldout: list[int
     calibration = calib_data.sample_indices(population, n_samples, seed, f"{source} rows")
     shared = sorted(set(calibration) & set(heldout))
     if shared:
-        raise ValueError(
+        raise InputError(
             f"the calibration sample (seed {seed}, n_samples {n_samples}) shares {len(shared)} {source} rows with "
             f"the held-out draw (reserved: seeds {EXCLUDED_SEEDS.start}..{EXCLUDED_SEEDS.stop - 1} at up to "
             f"{data_source(source).reserved} samples); use such a seed and size or no held-out scoring"

@@ -31,6 +31,7 @@ from depthprune.calibration.specs import (  # noqa: F401 (CALIBRATIONS, C4_PACKI
 )
 from depthprune.calibration.tlm import TLMItem
 from depthprune.engine.records import ItemScores
+from depthprune.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Objective:
         items = sorted({self.candidate_of_sequence[q][0] for q in present})
         split = [i for i in items if not set(self._item_sequences()[i]) <= present]
         if split:
-            raise ValueError(
+            raise InputError(
                 f"tlm.loss cross_entropy: items {split[:5]} have candidates in several batches; "
                 "use --tlm-context shared (each item's candidates in one row)"
             )
@@ -358,7 +359,7 @@ def exact_length_ids(texts: list[str], reserve: list[str], tokenizer, seq_len: i
         while len(ids) < seq_len:
             following = next(stream, None)
             if following is None:
-                raise ValueError(
+                raise InputError(
                     f"calibration data: the C4 pool has too few tokens for {len(texts)} sequences of "
                     f"seq_len={seq_len} tokens (calibration n_samples / seq_len)"
                 )
@@ -381,7 +382,7 @@ def perplexity_objective(
         if len(ids) >= 2:
             sequences.append(_Sequence(ids=ids, first_scored=1, coefficient_per_token=0.0, sequence_id=i))
     if not sequences:
-        raise ValueError("calibration data: every sample is shorter than two tokens")
+        raise InputError("calibration data: every sample is shorter than two tokens")
     n_scored = sum(len(s.ids) - 1 for s in sequences)
     for seq in sequences:
         seq.coefficient_per_token = -1.0 / n_scored  # token-weighted mean NLL
@@ -402,7 +403,7 @@ def tlm_objective(
     context computed once, docs/method.md §5), else one sequence per candidate. Same losses.
     ``loss``: margin (Σ_{k≠y}(ℓ_k − ℓ_y) per item, [22]'s) or cross_entropy (−log softmax_y ℓ)."""
     if loss not in TLM_LOSSES:
-        raise ValueError(f"tlm loss {loss!r} (option --tlm-loss / tlm.loss): expected one of {', '.join(TLM_LOSSES)}")
+        raise InputError(f"tlm loss {loss!r} (option --tlm-loss / tlm.loss): expected one of {', '.join(TLM_LOSSES)}")
     sequences, candidate_of_sequence = [], []
     per_item: list[list[_Sequence]] = []
     n_items = len(items)
@@ -414,7 +415,7 @@ def tlm_objective(
             ctx = tokenizer(context, add_special_tokens=True)["input_ids"]
             cont = tokenizer(continuation, add_special_tokens=False)["input_ids"]
             if not cont:
-                raise ValueError(f"TLM item {item_index}: candidate {cand} has an empty continuation")
+                raise InputError(f"TLM item {item_index}: candidate {cand} has an empty continuation")
             ids = (ctx + cont)[-seq_len:]  # keep the continuation; drop context from the left
             first = max(1, len(ids) - len(cont))
             # Σ_{k≠y}(ℓ_k − ℓ_y) / n: weight +1 for wrong candidates, −(K−1) for the gold one.
@@ -517,7 +518,7 @@ def build_objective(setup, tokenizer, token_budget: int = 8192, samples: Calibra
     """
     setup.check_sizes()
     if token_budget < setup.seq_len:
-        raise ValueError(f"token_budget ({token_budget}) must be at least seq_len ({setup.seq_len})")
+        raise InputError(f"token_budget ({token_budget}) must be at least seq_len ({setup.seq_len})")
     if samples is None:
         samples = load_calibration_samples(setup)
     elif samples.calibration != setup.calibration:

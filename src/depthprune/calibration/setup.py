@@ -22,6 +22,7 @@ from depthprune.calibration.specs import (
     CalibrationSpec,
     calibration_spec,
 )
+from depthprune.errors import InputError
 
 # Fields of ``record()`` written only when not at this default, so that the records (and memo keys)
 # of studies made before the field existed stay as they were. Absent means the default.
@@ -51,7 +52,7 @@ class CalibrationSetup:
             ("c4 packing", "--c4-packing / calibration.perplexity.packing", self.c4_packing, C4_PACKINGS),
         ):
             if value not in allowed:
-                raise ValueError(f"{what} {value!r} (option {option}): expected one of {', '.join(allowed)}")
+                raise InputError(f"{what} {value!r} (option {option}): expected one of {', '.join(allowed)}")
 
     # ------------------------------------------------------------------ built from
 
@@ -170,11 +171,11 @@ class CalibrationSetup:
     def check_sizes(self) -> None:
         """Sizes that cannot make a sample, refused before any data is read."""
         if self.n_samples < 1:
-            raise ValueError(
+            raise InputError(
                 f"n_samples (option --n-samples / calibration n_samples) must be at least 1 (got {self.n_samples})"
             )
         if self.seq_len < 2:
-            raise ValueError(
+            raise InputError(
                 f"seq_len (option --seq-len / calibration seq_len) must be at least 2 (got {self.seq_len})"
             )
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from depthprune.calibration import data as calib_data
 from depthprune.calibration.tlm import TLMItem, label_requests, parse_item, text_requests
+from depthprune.errors import InputError
 
 # (rows of the source, indices into them, tlm_format) -> (items, their (context, continuation) requests)
 TLMItems = Callable[[Sequence[Any], Sequence[int], str], tuple[list[TLMItem], list[list[tuple[str, str]]]]]
@@ -64,7 +65,7 @@ def cs170k_texts(located: Sequence[tuple[str, dict]], indices: Sequence[int]) ->
         where, row = located[i]
         for field_name in ("instruction", "output"):
             if field_name not in row:
-                raise ValueError(f'{where}: missing field "{field_name}"')
+                raise InputError(f'{where}: missing field "{field_name}"')
         texts.append(cs170k_text(row))
     return texts
 
@@ -110,7 +111,7 @@ def data_source(name: str) -> DataSource:
     try:
         return DATA_SOURCES[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"calibration data source {name!r} is not registered (calibration/sources.py DATA_SOURCES): "
             f"expected one of {', '.join(DATA_SOURCES)}"
         ) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from depthprune.calibration.sources import DataSource, data_source
+from depthprune.errors import InputError
 
 # The values of the calibration options (cli_common's choices, CalibrationSetup's checks, the objectives').
 TLM_FORMATS = ("text", "labels")  # TLM candidate scoring (docs/method.md §2)
@@ -33,9 +34,9 @@ class CalibrationSpec:
         try:
             source = data_source(self.source)
         except ValueError as err:
-            raise ValueError(f"calibration {self.name!r}: {err}") from None
+            raise InputError(f"calibration {self.name!r}: {err}") from None
         if self.objective == "tlm" and source.tlm_items is None:
-            raise ValueError(
+            raise InputError(
                 f"calibration {self.name!r}: a TLM objective needs multiple-choice items, and data source "
                 f"{source.name!r} has none (DataSource.tlm_items in calibration/sources.py)"
             )
@@ -60,7 +61,7 @@ def calibration_spec(name: str) -> CalibrationSpec:
     try:
         return CALIBRATIONS[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"calibration {name!r} (option calibration): expected one of {', '.join(CALIBRATIONS)}"
         ) from None
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from depthprune.errors import InputError
+
 _FORMAT = re.compile(r"Answer format:\s*(?P<labels>[A-Za-z0-9_/]+)\s*$")
 _CANDIDATE = re.compile(r"(?P<kind>Answer|Solution|Ending|Option)(?P<num>\d+):")
 # "Please choose the correct answer to the question: ..." -> the text after the first ": ".
@@ -29,18 +31,18 @@ def parse_item(row: dict, where: str = "item") -> TLMItem:
     """Parse one LLM-Adapters row; ``where`` names it in errors (e.g. ``train.jsonl:17``, 1-based)."""
     for field_name in ("instruction", "answer"):
         if field_name not in row:
-            raise ValueError(f'{where}: missing field "{field_name}"')
+            raise InputError(f'{where}: missing field "{field_name}"')
     if not isinstance(row["instruction"], str):
-        raise ValueError(f'{where}: field "instruction" must be a string')
+        raise InputError(f'{where}: field "instruction" must be a string')
     instruction = row["instruction"].strip()
     answer = str(row["answer"]).strip().lower()
     match = _FORMAT.search(instruction)
     if not match:
-        raise ValueError(f"{where}: no 'Answer format: a/b/...' line in the instruction")
+        raise InputError(f"{where}: no 'Answer format: a/b/...' line in the instruction")
     labels = [label.strip().lower() for label in match.group("labels").split("/")]
     body = instruction[: match.start()].strip()
     if answer not in labels:
-        raise ValueError(f"{where}: answer {answer!r} is not one of the labels {labels}")
+        raise InputError(f"{where}: answer {answer!r} is not one of the labels {labels}")
     gold = labels.index(answer)
 
     if labels == ["true", "false"]:
@@ -48,7 +50,7 @@ def parse_item(row: dict, where: str = "item") -> TLMItem:
 
     found = list(_CANDIDATE.finditer(body))
     if not found:
-        raise ValueError(f"{where}: labels {labels} but no 'Answer1:'-style candidates in the instruction")
+        raise InputError(f"{where}: labels {labels} but no 'Answer1:'-style candidates in the instruction")
     texts: dict[str, str] = {}
     for k, marker in enumerate(found):
         end = found[k + 1].start() if k + 1 < len(found) else len(body)
@@ -56,7 +58,7 @@ def parse_item(row: dict, where: str = "item") -> TLMItem:
         texts[label] = " ".join(body[marker.end() : end].split())
     missing = [label for label in labels if label not in texts]
     if missing:
-        raise ValueError(f"{where}: candidates {missing} named in 'Answer format' are missing from the instruction")
+        raise InputError(f"{where}: candidates {missing} named in 'Answer format' are missing from the instruction")
     question = _LEAD_IN.sub("", body[: found[0].start()]).strip()
     candidates = tuple(texts[label] for label in labels)
     blank = labels[0].startswith("option") and "_" in question

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from depthprune.calibration.specs import calibration_spec
+from depthprune.errors import InputError
 
 _LABEL = re.compile(r"^(?P<base>[a-z0-9_]+?)(?:-n(?P<items>\d+)|-(?P<docs>\d+)x(?P<tokens>\d+))?(?:-s(?P<seed>\d+))?$")
 _SIZE = re.compile(r"^\s*(?:(?P<docs>\d+)\s*x\s*(?P<tokens>\d+)|(?P<items>\d+))\s*$")
@@ -52,7 +53,7 @@ def parse_size(value, where: str = "calibration_sizes") -> tuple[int, int | None
     """``16`` -> (16, None) (items, or documents at the preset's length); ``"64x128"`` -> (64, 128)."""
     match = _SIZE.match(str(value))
     if not match:
-        raise ValueError(
+        raise InputError(
             f"{where}: {value!r} is not a calibration size (an integer, or 'DOCSxTOKENS' such as '64x128')"
         )
     if match.group("items"):
@@ -60,7 +61,7 @@ def parse_size(value, where: str = "calibration_sizes") -> tuple[int, int | None
     else:
         n, length = int(match.group("docs")), int(match.group("tokens"))
     if n < 1 or (length is not None and length < 2):
-        raise ValueError(f"{where}: {value!r}: at least 1 sample and 2 tokens per sample")
+        raise InputError(f"{where}: {value!r}: at least 1 sample and 2 tokens per sample")
     return n, length
 
 
@@ -68,7 +69,7 @@ def parse_label(label: str) -> CalibrationVariant:
     """Inverse of ``CalibrationVariant.label``."""
     match = _LABEL.match(label)
     if not match:
-        raise ValueError(f"calibration label {label!r}: expected NAME[-nITEMS|-DOCSxTOKENS][-sSEED]")
+        raise InputError(f"calibration label {label!r}: expected NAME[-nITEMS|-DOCSxTOKENS][-sSEED]")
     seed = int(match.group("seed")) if match.group("seed") else None
     if match.group("items"):
         return CalibrationVariant(match.group("base"), int(match.group("items")), None, seed)

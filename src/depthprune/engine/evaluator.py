@@ -30,6 +30,7 @@ from depthprune.engine.memo import Memo, NullMemo, SqliteMemo, memo_key
 from depthprune.engine.records import EvalRecord, Evaluator, EvaluatorStats, GateDerivatives, MemoEntry, RemovedSet
 from depthprune.engine.scoring import scored_logprobs
 from depthprune.engine.states import NullStateCache, PrefixStates, StateCache, default_state_budget
+from depthprune.errors import InputError
 from depthprune.models.families import family_for
 from depthprune.models.loading import LoadedModel, dtype_name
 from depthprune.models.pruning import validate_removed
@@ -67,7 +68,7 @@ class SubsetEvaluator(Evaluator):
         self.protected = frozenset(int(p) for p in protected)
         bad = sorted(p for p in self.protected if not 0 <= p < self.n_layers)
         if bad:
-            raise ValueError(f"protected_layers {bad} are outside 0..{self.n_layers - 1}")
+            raise InputError(f"protected_layers {bad} are outside 0..{self.n_layers - 1}")
         self.head_chunk = head_chunk
         self.device = loaded.device
         self.stats = EvaluatorStats()

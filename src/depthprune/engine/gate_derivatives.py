@@ -48,6 +48,7 @@ from depthprune.calibration.objectives import Batch, Objective
 from depthprune.devices import release_cached_memory
 from depthprune.engine.dense_capture import capture_dense
 from depthprune.engine.scoring import scored_logprobs
+from depthprune.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -254,5 +255,5 @@ def gate_derivatives(
 ) -> tuple[np.ndarray, np.ndarray, torch.dtype]:
     """(g, H, dtype used) by ``method`` (``DERIVATIVE_METHODS``)."""
     if method not in DERIVATIVE_METHODS:
-        raise ValueError(f"cbo derivatives {method!r}: expected one of {', '.join(DERIVATIVE_METHODS)}")
+        raise InputError(f"cbo derivatives {method!r}: expected one of {', '.join(DERIVATIVE_METHODS)}")
     return DERIVATIVE_METHODS[method](model, family, objective, device, head_chunk)

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from depthprune.engine.records import GateDerivatives, MemoEntry, RemovedSet
+from depthprune.errors import InputError
 from depthprune.io import format_layers
 
 JOURNAL_MODES = ("wal", "delete")
@@ -119,16 +120,16 @@ class NullMemo:
 _CORRUPT_FILE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 
 
-def memo_error(path: str | Path, err: sqlite3.Error) -> ValueError:
+def memo_error(path: str | Path, err: sqlite3.Error) -> InputError:
     """The error to report for ``err`` on the memo ``path``: deleting the file is advised only when
     SQLite says its content is not a memo; an I/O error (disk full, ``ulimit -f``, permissions, a
     folder given as --memo) says so, because the file itself may be a good cache."""
     name = getattr(err, "sqlite_errorname", "") or ""
     if Path(path).is_dir():
-        return ValueError(f"{path}: the memo (option --memo) is a folder; name an SQLite file instead")
+        return InputError(f"{path}: the memo (option --memo) is a folder; name an SQLite file instead")
     if name.startswith(_CORRUPT_FILE):
-        return ValueError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo")
-    return ValueError(
+        return InputError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo")
+    return InputError(
         f"{path}: I/O error on the memo SQLite file ({err}{', ' + name if name else ''}): check free disk "
         "space, the file size limit (ulimit -f) and permissions; the file itself may be intact, keep it"
     )
@@ -148,9 +149,9 @@ def check_memo_file(path: str | Path | None) -> None:
             return  # a job writing it right now: SqliteMemo waits and retries
         raise memo_error(path, err) from err
     if verdict != "ok":
-        raise ValueError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
+        raise InputError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
     if tables and "losses" not in tables:
-        raise ValueError(f"{path}: an SQLite file without the memo's tables (option --memo names another file?)")
+        raise InputError(f"{path}: an SQLite file without the memo's tables (option --memo names another file?)")
 
 
 class SqliteMemo:
@@ -158,7 +159,7 @@ class SqliteMemo:
 
     def __init__(self, path: str | Path, config_key: str, description: dict, journal: str = "wal"):
         if journal not in JOURNAL_MODES:
-            raise ValueError(
+            raise InputError(
                 f"memo journal mode {journal!r} (option memo_journal): expected one of {', '.join(JOURNAL_MODES)}"
             )
         try:

@@ -29,6 +29,8 @@ import contextlib
 
 import torch
 
+from depthprune.errors import InputError
+
 
 def tree_attention_mask(
     position_ids: torch.Tensor,
@@ -80,7 +82,7 @@ class TreeMaskHooks:
     def __init__(self, blocks, text_config):
         implementation = str(getattr(text_config, "_attn_implementation", "sdpa") or "sdpa")
         if "flash" in implementation or "flex" in implementation:
-            raise ValueError(f"shared-context scoring needs sdpa or eager attention; the model uses {implementation!r}")
+            raise InputError(f"shared-context scoring needs sdpa or eager attention; the model uses {implementation!r}")
         self.blocks = list(blocks)
         self.windows = layer_windows(text_config, len(self.blocks))
         self._masks: dict[int | None, torch.Tensor] = {}

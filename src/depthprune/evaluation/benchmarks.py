@@ -20,6 +20,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depthprune.errors import InputError
+
 PERPLEXITY = "perplexity"
 ZERO_SHOT = "zero_shot"
 
@@ -96,12 +98,12 @@ def parse_benchmarks(text: str | None) -> tuple[str, ...]:
         return BENCHMARKS
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
-        raise ValueError(
+        raise InputError(
             f"--tasks {text!r}: no benchmark named; choose from {', '.join(BENCHMARKS)} (omit --tasks for all)"
         )
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
-        raise ValueError(f"--tasks: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+        raise InputError(f"--tasks: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     return tuple(b for b in BENCHMARKS if b in names)
 
 
@@ -115,11 +117,11 @@ def parse_headline_overrides(items: list[str] | None) -> dict[str, str]:
             benchmark, sep, metric = part.partition("=")
             benchmark, metric = benchmark.strip(), metric.strip()
             if not sep or benchmark not in METRICS:
-                raise ValueError(
+                raise InputError(
                     f"--headline-metric {part!r}: expected BENCHMARK=METRIC, BENCHMARK one of {', '.join(BENCHMARKS)}"
                 )
             if metric not in METRICS[benchmark]:
-                raise ValueError(
+                raise InputError(
                     f"--headline-metric {part!r}: {benchmark} reports {', '.join(METRICS[benchmark])}, not {metric!r}"
                 )
             out[benchmark] = metric
@@ -147,18 +149,18 @@ class EvalSettings:
 
     def __post_init__(self) -> None:
         if self.ppl_seq_len < 2:
-            raise ValueError(f"--ppl-seq-len must be at least 2, got {self.ppl_seq_len}")
+            raise InputError(f"--ppl-seq-len must be at least 2, got {self.ppl_seq_len}")
         if self.ppl_max_tokens is not None and self.ppl_max_tokens < self.ppl_seq_len:
-            raise ValueError(
+            raise InputError(
                 f"--ppl-max-tokens ({self.ppl_max_tokens}) must be at least --ppl-seq-len ({self.ppl_seq_len})"
             )
         if self.limit is not None and self.limit < 1:
-            raise ValueError(f"--limit must be a positive number of documents, got {self.limit}")
+            raise InputError(f"--limit must be a positive number of documents, got {self.limit}")
         if self.batch_size < 1:
-            raise ValueError(f"--batch-size must be positive, got {self.batch_size}")
+            raise InputError(f"--batch-size must be positive, got {self.batch_size}")
         unknown = [b for b in self.benchmarks if b not in METRICS]
         if unknown:
-            raise ValueError(f"unknown benchmark(s): {', '.join(unknown)}")
+            raise InputError(f"unknown benchmark(s): {', '.join(unknown)}")
 
     def headline_metric(self, benchmark: str) -> str:
         return self.headline.get(benchmark) or default_headline(benchmark)

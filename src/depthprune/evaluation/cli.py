@@ -7,6 +7,7 @@ import logging
 import time
 from pathlib import Path
 
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import BENCHMARKS, EvalSettings, parse_benchmarks, parse_headline_overrides
 from depthprune.paths import eval_cache_dir
 
@@ -155,14 +156,14 @@ def removed_and_labels(args, model_name: str) -> list:
         removed = parse_layers(args.removed)
         return [(removed, Labels.for_removed(model_name, removed, args.calibration, args.budget, args.algorithm))]
     if len(args.selection) > 1 and (args.calibration or args.budget is not None or args.algorithm):
-        raise ValueError(
+        raise InputError(
             "--calibration/--budget/--algorithm label one set; with several --selection they come from each file"
         )
     sets = []
     for path in args.selection:
         selection = read_json(path)
         if "removed" not in selection:
-            raise KeyError(f"{path}: no 'removed' field (not a selection.json?)")
+            raise InputError(f"{path}: no 'removed' field (not a selection.json?)")
         removed = parse_layers(selection["removed"])
         if selection.get("model") not in (None, model_name):
             log.warning("%s was selected on model %r; evaluating it on %r", path, selection["model"], model_name)
@@ -184,7 +185,7 @@ def outputs_per_set(args, n_sets: int) -> list[tuple]:
         paths = getattr(args, option) or []
         if paths and len(paths) != n_sets:
             flag = "--" + option.replace("_", "-")
-            raise ValueError(f"{flag} given {len(paths)} times for {n_sets} removed set(s): give it once per set")
+            raise InputError(f"{flag} given {len(paths)} times for {n_sets} removed set(s): give it once per set")
         columns.append(paths or [None] * n_sets)
     return list(zip(*columns))
 

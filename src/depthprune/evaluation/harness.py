@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import LM_EVAL_TASKS, METRICS
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def lm_eval_tasks_dir() -> Path:
 
 def load_template(task: str) -> dict:
     if task not in LM_EVAL_TASKS:
-        raise ValueError(f"no offline lm-eval task template for {task!r}; choose from {', '.join(LM_EVAL_TASKS)}")
+        raise InputError(f"no offline lm-eval task template for {task!r}; choose from {', '.join(LM_EVAL_TASKS)}")
     text = (importlib.resources.files("depthprune.evaluation") / "tasks" / f"{task}.yaml").read_text("utf-8")
     return yaml.safe_load(text)
 
@@ -133,7 +134,7 @@ def make_lm(model, tokenizer, batch_size: int, engine: str = LM_ENGINE):
     elif engine == "hflm":
         from lm_eval.models.huggingface import HFLM as lm_class
     else:
-        raise ValueError(f"lm engine {engine!r}: expected depthprune or hflm")
+        raise InputError(f"lm engine {engine!r}: expected depthprune or hflm")
     return lm_class(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, softmax_dtype=LOG_SOFTMAX_DTYPE)
 
 
@@ -194,7 +195,7 @@ def load_task(manager, task: str) -> list:
         cfg = (entry.cfg or {}) if entry is not None else {}
         files = (cfg.get("dataset_kwargs") or {}).get("data_files")
         if files:  # the offline mirror's files exist (checked when the tasks were written): their content is wrong
-            raise ValueError(
+            raise InputError(
                 f"lm-eval task {task!r}: its offline data {', '.join(map(str, dict(files).values()))} could not be "
                 f"read ({type(err).__name__}: {err}); check or replace the file"
             ) from err

@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from depthprune.errors import InputError
+
 log = logging.getLogger(__name__)
 
 SEPARATOR = "\n\n"
@@ -159,7 +161,7 @@ def split_windows(ids: torch.Tensor, seq_len: int, benchmark: str = "text") -> t
     """Non-overlapping windows of ``seq_len`` tokens, shape (W, seq_len); the partial tail is dropped."""
     n_windows = ids.numel() // seq_len
     if n_windows == 0:
-        raise ValueError(f"{benchmark}: only {ids.numel()} tokens, fewer than one window of --ppl-seq-len {seq_len}")
+        raise InputError(f"{benchmark}: only {ids.numel()} tokens, fewer than one window of --ppl-seq-len {seq_len}")
     return ids[: n_windows * seq_len].view(n_windows, seq_len)
 
 
@@ -304,7 +306,7 @@ def evaluate_perplexity_for_sets(
 def corpus_windows(tokenizer, benchmark: str, seq_len: int, max_tokens: int | None, data_dir) -> torch.Tensor:
     """The benchmark's token windows [W, seq_len] (see the module docstring)."""
     if benchmark not in CORPORA:
-        raise ValueError(f"no perplexity corpus named {benchmark!r}; choose from {', '.join(CORPORA)}")
+        raise InputError(f"no perplexity corpus named {benchmark!r}; choose from {', '.join(CORPORA)}")
     texts = load_corpus_texts(benchmark, data_dir)
     return split_windows(tokenize_corpus(tokenizer, texts, max_tokens), seq_len, benchmark)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import (
     BENCHMARKS,
     CORPUS_PERPLEXITIES,
@@ -110,7 +111,7 @@ def evaluate_sets(
     sets = list(dict.fromkeys(parse_layers(s) for s in sets))
     grouped = engine == "depthprune"
     if not grouped and sets != [()]:
-        raise ValueError(f"lm engine {engine!r} scores the model as it is; only depthprune scores removed sets")
+        raise InputError(f"lm engine {engine!r} scores the model as it is; only depthprune scores removed sets")
     model.eval()
     parts = {s: {"metrics": [], "seconds": {}, "perplexity": {}, "runs": [], "samples": []} for s in sets}
     blocks = {"blocks_run": 0, "naive_blocks": 0}
@@ -347,7 +348,7 @@ def check_finite(evaluation: Evaluation, model_name: str) -> None:
             break
     if bad:
         removed = f"without blocks [{format_layers(evaluation.removed)}]" if evaluation.removed else "(dense)"
-        raise ValueError(
+        raise InputError(
             f"evaluate: model {model_name!r} {removed} gives non-finite scores ({'; '.join(bad[:3])}): "
             "its weights or computation are broken (NaN/inf); nothing was written"
         )
@@ -398,7 +399,7 @@ def samples_frame(evaluation: Evaluation, labels: Labels, settings: EvalSettings
     import pandas as pd
 
     if evaluation.samples is None:
-        raise ValueError(
+        raise InputError(
             f"evaluation cache entry {evaluation.cache_key} predates per-document results; "
             "delete it (or pass --no-eval-cache) to re-evaluate"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from depthprune.errors import InputError
 from depthprune.io import format_layers, parse_layers, read_json
 from depthprune.paths import MODEL_CACHE_DIR
 
@@ -14,10 +15,10 @@ def removed_from_args(args) -> tuple[int, ...]:
     """The removed set from ``--selection selection.json`` or ``--removed "3 5 7"``."""
     if getattr(args, "selection", None):
         if getattr(args, "removed", None):
-            raise ValueError("give either --selection or --removed, not both")
+            raise InputError("give either --selection or --removed, not both")
         selection = read_json(args.selection)
         if "removed" not in selection:
-            raise ValueError(f"{args.selection}: no 'removed' field")
+            raise InputError(f"{args.selection}: no 'removed' field")
         return parse_layers(selection["removed"])
     return parse_layers(getattr(args, "removed", None))
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from depthprune.errors import InputError
+
 
 @dataclass(frozen=True)
 class Family:
@@ -36,7 +38,7 @@ class Family:
         if not hasattr(inner, "layers") and hasattr(inner, "language_model"):
             inner = inner.language_model
         if not hasattr(inner, "layers"):
-            raise ValueError(f"family {self.name}: cannot find the decoder blocks of {type(model).__name__}")
+            raise InputError(f"family {self.name}: cannot find the decoder blocks of {type(model).__name__}")
         return inner
 
     def blocks(self, model: nn.Module) -> nn.ModuleList:
@@ -112,4 +114,4 @@ def family_for(model: nn.Module) -> Family:
         if model_type in family.model_types:
             return family
     known = sorted(t for f in FAMILIES.values() for t in f.model_types)
-    raise ValueError(f"unknown model family (config.model_type={model_type!r}); supported: {', '.join(known)}")
+    raise InputError(f"unknown model family (config.model_type={model_type!r}); supported: {', '.join(known)}")

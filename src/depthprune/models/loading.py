@@ -14,12 +14,14 @@ import logging
 import os
 import re
 import shutil
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from depthprune.errors import InputError
 from depthprune.io import atomic_dir
 from depthprune.models import DTYPE_CHOICES
 from depthprune.paths import MODEL_CACHE_DIR
@@ -83,7 +85,7 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested (option device) but CUDA is not available")
+        raise InputError(f"device {device!r} requested (option device) but CUDA is not available")
     return torch.device(device)
 
 
@@ -140,7 +142,7 @@ def cpu_native_bf16(
         if forced in ("0", "1"):
             return forced == "1", f"{CPU_BF16_ENV}={forced}"
         if forced:
-            raise ValueError(f"environment variable {CPU_BF16_ENV}={forced!r}: expected 0 or 1")
+            raise InputError(f"environment variable {CPU_BF16_ENV}={forced!r}: expected 0 or 1")
     if flags is None:
         flags = cpu_flags()
     if flags is not None:
@@ -198,7 +200,7 @@ def resolve_dtype(
             log.info("dtype auto -> %s on %s (%s)", dtype_name(resolved), device, why)
         return resolved
     if dtype not in DTYPE_CHOICES:
-        raise ValueError(f"dtype {dtype!r} (option dtype): expected one of {', '.join(DTYPE_CHOICES)}")
+        raise InputError(f"dtype {dtype!r} (option dtype): expected one of {', '.join(DTYPE_CHOICES)}")
     return getattr(torch, dtype)
 
 
@@ -220,7 +222,7 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
     if spec.startswith("embedded:"):
         key = spec.split(":", 1)[1]
         if key not in EMBEDDED:
-            raise ValueError(f"model {spec!r}: unknown embedded model; available: {', '.join(EMBEDDED)}")
+            raise InputError(f"model {spec!r}: unknown embedded model; available: {', '.join(EMBEDDED)}")
         embedded = EMBEDDED[key]
         target = cache_dir / key
         if (target / _READY).exists():
@@ -279,8 +281,13 @@ def _convert_gguf(gguf: Path, target: Path) -> Path:
     log.info("converting %s to safetensors in %s (once)", gguf, target)
     _discard_unfinished(target)
     with atomic_dir(target) as tmp:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        except (struct.error, ValueError) as err:  # the readers' words for a short or damaged file
+            raise InputError(
+                f"{gguf}: not a readable GGUF file ({err}); a truncated or damaged download? Fetch it again"
+            ) from err
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -302,7 +309,7 @@ def _discard_unfinished(target: Path) -> None:
     if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
         target.rmdir()
         return
-    raise ValueError(
+    raise InputError(
         f"model cache {target}: exists and is not a model converted by depthprune (no {_READY} file); "
         "move it away or pass another --model-cache-dir"
     )
@@ -418,11 +425,18 @@ def load_model(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     path = resolve_local(spec, cache_dir)
+    from safetensors import SafetensorError
+
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
     except OSError as err:
         raise FileNotFoundError(f"model {spec!r}: cannot load from {path} ({err})") from err
+    except SafetensorError as err:  # a truncated or damaged model.safetensors
+        raise InputError(
+            f"model {spec!r}: the weights in {path} cannot be read ({err}); a truncated or damaged file? "
+            "Download or convert the model again"
+        ) from err
     family_for(model)  # fail early, with the family named, before any expensive work
     if tokenizer.pad_token is None:
         # Calibration batches are padded; the pad id is masked out everywhere, any id will do.

@@ -9,6 +9,7 @@ from pathlib import Path
 from torch import nn
 
 from depthprune.budgets import PROTECT_MODES, protected_blocks  # noqa: F401  (re-exported: the search space)
+from depthprune.errors import InputError
 from depthprune.io import atomic_write_json, format_layers, parse_layers
 from depthprune.models.families import family_for
 
@@ -20,12 +21,12 @@ def validate_removed(removed: Iterable[int], n_layers: int, protected: Iterable[
     removed = parse_layers(removed)
     bad = [i for i in removed if not 0 <= i < n_layers]
     if bad:
-        raise ValueError(f"removed layers {bad} are outside 0..{n_layers - 1}")
+        raise InputError(f"removed layers {bad} are outside 0..{n_layers - 1}")
     if len(removed) >= n_layers:
-        raise ValueError(f"cannot remove {len(removed)} of {n_layers} blocks: at least one must remain")
+        raise InputError(f"cannot remove {len(removed)} of {n_layers} blocks: at least one must remain")
     hit = sorted(set(removed) & {int(p) for p in protected})
     if hit:
-        raise ValueError(f"removed set contains protected layers {hit} (option protected_layers)")
+        raise InputError(f"removed set contains protected layers {hit} (option protected_layers)")
     return removed
 
 
@@ -80,16 +81,16 @@ def check_export_target(out_dir: str | Path, overwrite: bool = False) -> Path:
     resolved = out_dir.resolve()
     cwd = Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents or resolved == Path(resolved.anchor):
-        raise ValueError(f"--out {out_dir}: refusing to export over the current folder or one of its parents")
+        raise InputError(f"--out {out_dir}: refusing to export over the current folder or one of its parents")
     if not (out_dir.exists() or out_dir.is_symlink()):
         return out_dir
     if not out_dir.is_dir():
         if overwrite:
             return out_dir
-        raise ValueError(f"--out {out_dir}: exists and is not a folder; pass --overwrite to replace it")
+        raise InputError(f"--out {out_dir}: exists and is not a folder; pass --overwrite to replace it")
     if overwrite or not any(out_dir.iterdir()) or (out_dir / EXPORT_MARKER).is_file():
         return out_dir
-    raise ValueError(
+    raise InputError(
         f"--out {out_dir}: folder exists, is not empty and is not a previous export (no {EXPORT_MARKER}); "
         "choose another folder or pass --overwrite to replace it"
     )

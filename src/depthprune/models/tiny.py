@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from depthprune.errors import InputError
+
 TINY_DIMS = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -17,8 +19,11 @@ TINY_DIMS = {
 def parse_tiny_spec(spec: str) -> tuple[str, int]:
     match = re.fullmatch(r"tiny:([a-z0-9]+)(?:-(\d+))?", spec)
     if not match:
-        raise ValueError(f"model {spec!r}: expected tiny:<family>[-<blocks>], e.g. tiny:llama-8")
-    return match.group(1), int(match.group(2) or 8)
+        raise InputError(f"model {spec!r}: expected tiny:<family>[-<blocks>], e.g. tiny:llama-8")
+    n_layers = int(match.group(2) or 8)
+    if n_layers < 1:  # a model without blocks has nothing to prune; the prior failed on it
+        raise InputError(f"model {spec!r}: a tiny model needs at least 1 block, e.g. tiny:llama-8")
+    return match.group(1), n_layers
 
 
 def tiny_config(family: str = "llama", n_layers: int = 8, vocab_size: int = 49152, **overrides):
@@ -29,7 +34,7 @@ def tiny_config(family: str = "llama", n_layers: int = 8, vocab_size: int = 4915
     from depthprune.models.families import FAMILIES
 
     if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r} for a tiny model; known: {' '.join(FAMILIES)}")
+        raise InputError(f"unknown model family {family!r} for a tiny model; known: {' '.join(FAMILIES)}")
     adapter = FAMILIES[family]
     settings = dict(TINY_DIMS, num_hidden_layers=n_layers, vocab_size=vocab_size, max_position_embeddings=2048)
     settings.update(overrides)

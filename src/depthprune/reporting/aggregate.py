@@ -29,6 +29,7 @@ import pandas as pd
 from depthprune.budgets import check_protected, protected_blocks
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
 from depthprune.paths import search_file_globs
@@ -148,16 +149,16 @@ def assign_seeds(frame: pd.DataFrame, selections: pd.DataFrame) -> pd.DataFrame:
 def read_selection(path: Path) -> dict:
     data = read_json(path)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: selection.json must hold a JSON object")
+        raise InputError(f"{path}: selection.json must hold a JSON object")
     missing = [k for k in SELECTION_REQUIRED if k not in data]
     if missing:
-        raise ValueError(f"{path}: selection.json lacks {', '.join(missing)}")
+        raise InputError(f"{path}: selection.json lacks {', '.join(missing)}")
     row = {col: data.get(col) for col in SELECTION_COLUMNS}
     row["removed"] = format_layers(parse_layers(data["removed"]))
     row["budget"] = int(data["budget"])
     row["n_layers"] = int(data["n_layers"])
     if len(parse_layers(row["removed"])) != row["budget"]:
-        raise ValueError(f"{path}: removes {len(parse_layers(row['removed']))} layers but budget is {row['budget']}")
+        raise InputError(f"{path}: removes {len(parse_layers(row['removed']))} layers but budget is {row['budget']}")
     # Parquet needs one type per column: keep the free-form dict as canonical JSON text.
     row["hyperparameters"] = json.dumps(data.get("hyperparameters") or {}, sort_keys=True)
     row["dtype"] = data.get("dtype")  # the search's resolved precision (None: not recorded)
@@ -165,7 +166,7 @@ def read_selection(path: Path) -> dict:
     row["source"] = str(path)
     heldout = data.get("heldout") or {}
     if not isinstance(heldout, dict):
-        raise ValueError(f'{path}: selection.json "heldout" must be an object')
+        raise InputError(f'{path}: selection.json "heldout" must be an object')
     row["heldout_loss"] = heldout.get("loss")
     row["heldout_accuracy"] = heldout.get("accuracy")
     row["heldout_samples"] = heldout.get("n_samples")
@@ -181,16 +182,16 @@ def read_metrics(path: Path) -> pd.DataFrame:
             path, dtype=text_columns, keep_default_na=False, na_values={"value": [""], "stderr": [""], "n": [""]}
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not a readable CSV ({err})") from err
+        raise InputError(f"{path}: not a readable CSV ({err})") from err
     missing = [c for c in METRICS_COLUMNS if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path}: metrics.csv lacks columns {', '.join(missing)}")
+        raise InputError(f"{path}: metrics.csv lacks columns {', '.join(missing)}")
     frame = frame[METRICS_COLUMNS].copy()
     frame["removed"] = frame["removed"].map(lambda s: format_layers(parse_layers(s)))
     for col in ("budget", "value", "stderr", "n"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     if frame["budget"].isna().any():
-        raise ValueError(f"{path}: non-numeric budget")
+        raise InputError(f"{path}: non-numeric budget")
     frame["budget"] = frame["budget"].astype(int)
     frame["headline"] = frame["headline"].map(lambda v: _parse_bool(v, path))
     return frame
@@ -202,7 +203,7 @@ def _parse_bool(value, path: Path) -> bool:
         return True
     if text in ("false", "0", "no", ""):
         return False
-    raise ValueError(f"{path}: headline must be true/false, got {value!r}")
+    raise InputError(f"{path}: headline must be true/false, got {value!r}")
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -224,7 +225,7 @@ def protected_layers(spec: str, n_layers: int) -> tuple[int, ...]:
         explicit = parse_layers(" ".join(p for p in parts if p != BOUNDARY))
         check_protected(explicit, n_layers)
     except ValueError as err:
-        raise ValueError(
+        raise InputError(
             f"--protected {spec!r}: a part is neither a block index in 0..{n_layers - 1} nor {BOUNDARY!r} ({err})"
         ) from err
     return protected_blocks(explicit, BOUNDARY if BOUNDARY in parts else "none", n_layers)
@@ -237,13 +238,13 @@ def add_protected(selections: pd.DataFrame, protected: Mapping[str, str]) -> pd.
         return selections
     unknown = sorted(set(protected) - set(selections["model"]))
     if unknown:
-        raise ValueError(f"--protected names models without selections: {', '.join(unknown)}")
+        raise InputError(f"--protected names models without selections: {', '.join(unknown)}")
     column = []
     for row in selections.itertuples(index=False):
         layers = protected_layers(protected.get(row.model, ""), int(row.n_layers))
         clash = sorted(set(layers) & set(parse_layers(row.removed)))
         if clash:
-            raise ValueError(f"{row.source}: removes protected block(s) {clash} of model {row.model}")
+            raise InputError(f"{row.source}: removes protected block(s) {clash} of model {row.model}")
         column.append(format_layers(layers))
     out = selections.copy()
     out.insert(out.columns.get_loc("n_layers") + 1, PROTECTED_COLUMN, column)
@@ -302,7 +303,7 @@ def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
     if dup.any():
         first = metrics[dup].iloc[0]
         files = sorted(set(metrics[dup & (metrics["benchmark"] == first["benchmark"])]["source"]))
-        raise ValueError(
+        raise InputError(
             f"metrics for {_key_text(first)} {first['benchmark']}/{first['metric']} appear more than once "
             f"(in {', '.join(files)})"
         )
@@ -314,7 +315,7 @@ def _raise_on_duplicates(frame: pd.DataFrame, what: str, key=KEY) -> None:
     if dup.any():
         first = frame[dup].iloc[0]
         same = frame[(frame[key] == first[key]).all(axis=1)]
-        raise ValueError(f"two {what} files for {_key_text(first)}: {', '.join(same['source'])}")
+        raise InputError(f"two {what} files for {_key_text(first)}: {', '.join(same['source'])}")
 
 
 def _key_text(row) -> str:
@@ -330,7 +331,7 @@ def _check_consistency(selections: pd.DataFrame, metrics: pd.DataFrame) -> None:
     stale = joined[joined["removed"] != joined["removed_metrics"]]
     if not stale.empty:
         row = stale.iloc[0]
-        raise ValueError(
+        raise InputError(
             f"{row['source']}: evaluates removed=[{row['removed_metrics']}] but the selection for "
             f"{_key_text(row)} removes [{row['removed']}] (stale metrics; re-run evaluate)"
         )
@@ -344,7 +345,7 @@ def headline_values(metrics: pd.DataFrame) -> pd.DataFrame:
     dup = head.duplicated(RUN_KEY + ["benchmark"], keep=False)
     if dup.any():
         row = head[dup].iloc[0]
-        raise ValueError(f"{row['source']}: more than one headline metric for benchmark {row['benchmark']}")
+        raise InputError(f"{row['source']}: more than one headline metric for benchmark {row['benchmark']}")
     head["column"] = np.where(head["metric"] == "perplexity", "ppl_", "acc_") + head["benchmark"]
     return head.pivot(index=RUN_KEY, columns="column", values="value").reset_index().rename_axis(columns=None)
 
@@ -409,7 +410,7 @@ def collect_samples(paths: Sequence[str | Path], selections: pd.DataFrame | None
         try:
             frames.append(pd.read_parquet(path).assign(source=str(path)))
         except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
-            raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+            raise InputError(f"{path}: not a readable Parquet file ({err})") from err
     if not frames:
         return pd.DataFrame(columns=SAMPLES_COLUMNS + ["seed"])
     out = pd.concat(frames, ignore_index=True)
@@ -417,7 +418,7 @@ def collect_samples(paths: Sequence[str | Path], selections: pd.DataFrame | None
     dup = out.duplicated(RUN_KEY + ["benchmark", "unit", "metric"])
     if dup.any():
         row = out[dup].iloc[0]
-        raise ValueError(f"per-document results for {_key_text(row)} {row['benchmark']} appear more than once")
+        raise InputError(f"per-document results for {_key_text(row)} {row['benchmark']} appear more than once")
     return out
 
 
@@ -466,10 +467,10 @@ def load_aggregate(aggregate_dir: str | Path, tables: Iterable[str] = AGGREGATE_
         try:
             frame = pd.read_parquet(path)
         except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
-            raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+            raise InputError(f"{path}: not a readable Parquet file ({err})") from err
         missing = [c for c in required[name] if c not in frame.columns]
         if missing:
-            raise ValueError(f"{path}: lacks columns {', '.join(missing)}")
+            raise InputError(f"{path}: lacks columns {', '.join(missing)}")
         check_csv_twin(path.with_suffix(".csv"), path, frame)
         frames[name] = frame
     return Aggregate(**frames)
@@ -482,7 +483,7 @@ def check_csv_twin(csv_path: Path, parquet_path: Path, frame: pd.DataFrame) -> N
     if not csv_path.exists():
         return
     if csv_path.read_text(encoding="utf-8") != frame.to_csv(index=False):
-        raise ValueError(
+        raise InputError(
             f"{csv_path}: differs from its twin {parquet_path.name}, from which it was written (truncated or "
             "edited by hand?); run `depthprune aggregate` (snakemake aggregate) again to rewrite both"
         )

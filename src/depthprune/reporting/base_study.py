@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from depthprune.errors import InputError
 from depthprune.io import atomic_write_json
 from depthprune.reporting.aggregate import (
     DENSE_ALGORITHM,
@@ -86,7 +87,7 @@ def merge_base_study(
     where = f"base_study.aggregate {base_dir}"
     calibrations = list(dict.fromkeys(calibrations))
     if not calibrations:
-        raise ValueError(f"{where}: base_study.calibrations is empty")
+        raise InputError(f"{where}: base_study.calibrations is empty")
     base = load_aggregate(base_dir)
     samples_path = base_dir / f"{SAMPLES}.parquet"
     if not samples_path.is_file():
@@ -98,7 +99,7 @@ def merge_base_study(
     own_runs = set(zip(agg.selections["calibration"], agg.selections["seed"]))
     clash = sorted({f"{c} seed {s}" for c in calibrations for s in seeds if (c, s) in own_runs})
     if clash:
-        raise ValueError(f"{where}: this study computes {', '.join(clash)} itself; leave it out of base_study")
+        raise InputError(f"{where}: this study computes {', '.join(clash)} itself; leave it out of base_study")
     models = sorted(set(agg.selections["model"]) | set(agg.metrics["model"]))
     picked = base.selections[base.selections["calibration"].isin(calibrations)]
     for calibration in calibrations:
@@ -106,7 +107,7 @@ def merge_base_study(
             have = set(picked.loc[(picked["calibration"] == calibration) & (picked["model"] == model), "seed"])
             missing = [s for s in seeds if s not in have]
             if missing:
-                raise ValueError(
+                raise InputError(
                     f"{where}: holds no {calibration} runs of model {model} at seed(s) {', '.join(map(str, missing))}"
                 )
     picked = picked[picked["model"].isin(models) & picked["seed"].isin(seeds)]
@@ -156,7 +157,7 @@ def _check_same(base: pd.DataFrame, own: pd.DataFrame, column: str, where: str) 
     if own.empty:
         return
     if values_base != values_own:
-        raise ValueError(
+        raise InputError(
             f"{where}: its runs have {column} {sorted(values_base)}, this study's {sorted(values_own)}; "
             "their numbers are not comparable"
         )
@@ -182,11 +183,11 @@ def _dense_agreement(
 
     mine, theirs = dense(own, own_seeds[0]), dense(base, base_seeds[0])
     if mine.empty:
-        raise ValueError(f"{where}: this study has no per-document dense results to compare with the base's")
+        raise InputError(f"{where}: this study has no per-document dense results to compare with the base's")
     for (model, benchmark), group in mine.groupby(["model", "benchmark"], sort=True):
         other = theirs[(theirs["model"] == model) & (theirs["benchmark"] == benchmark)]
         if set(group["unit"]) != set(other["unit"]):
-            raise ValueError(
+            raise InputError(
                 f"{where}: the dense {model} was evaluated on other {benchmark} documents there "
                 f"({other['unit'].nunique()} against {group['unit'].nunique()} here; evaluation.limit and "
                 "evaluation.tasks must match the base study's)"
@@ -195,7 +196,7 @@ def _dense_agreement(
     extra = joined[joined["_merge"] != "both"]
     if not extra.empty:
         row = extra.iloc[0]
-        raise ValueError(
+        raise InputError(
             f"{where}: the dense {row['model']} has {row['benchmark']} {row['metric']} scores on one side only"
         )
     accuracy = joined[joined["metric"].isin(ANSWER_METRICS)]
@@ -213,12 +214,12 @@ def _dense_agreement(
         max_perplexity_rel_diff=max_rel,
     )
     if len(accuracy) and differ > MAX_ANSWER_CHANGES * len(accuracy):
-        raise ValueError(
+        raise InputError(
             f"{where}: the dense model answers {differ} of {len(accuracy)} documents differently there "
             f"(more than {MAX_ANSWER_CHANGES:.0%}): not the same model or evaluation"
         )
     if not np.isfinite(max_rel) or max_rel > MAX_PERPLEXITY_REL:
-        raise ValueError(
+        raise InputError(
             f"{where}: the dense model's perplexity units differ by up to {max_rel:.2e} (relative) there, "
             f"more than {MAX_PERPLEXITY_REL:g}: not the same model or evaluation"
         )
@@ -231,5 +232,5 @@ def _concat(own: pd.DataFrame, base: pd.DataFrame, key: list[str]) -> pd.DataFra
     out = pd.concat([own, base.reindex(columns=columns)], ignore_index=True) if not base.empty else own
     if out.duplicated(key).any():
         row = out[out.duplicated(key)].iloc[0]
-        raise ValueError(f"the base study and this study both hold {dict(row[key])}")
+        raise InputError(f"the base study and this study both hold {dict(row[key])}")
     return out.sort_values([k for k in RUN_KEY if k in out.columns], kind="stable").reset_index(drop=True)

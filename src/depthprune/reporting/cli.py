@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import logging
 
+from depthprune.errors import InputError
 from depthprune.paths import AGGREGATE_DIR, FIGURES_DIR, RESULTS_DIR
+from depthprune.seeding import seed_option
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def register(subparsers) -> None:
         help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
         "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
     )
-    ren.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    ren.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")
     ren.add_argument(
         "--comparable-band",
         type=float,
@@ -154,10 +156,10 @@ def run_aggregate(args: argparse.Namespace) -> int:
     for item in args.protected:
         model, sep, spec = item.partition("=")
         if not sep or not model:
-            raise ValueError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
+            raise InputError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
         protected[model] = spec
     if (args.base_aggregate is None) != (args.base_calibrations is None):
-        raise ValueError("--base-aggregate and --base-calibrations go together")
+        raise InputError("--base-aggregate and --base-calibrations go together")
     agg = aggregate(selection_files, metrics_files, protected)
     samples = collect_samples(sample_files, agg.selections)
     agreement = None
@@ -184,9 +186,9 @@ def parse_seed(text: str) -> int:
     try:
         seed = int(text)
     except ValueError:
-        raise ValueError(f"--base-seeds {text!r}: expected comma-separated non-negative integers") from None
+        raise InputError(f"--base-seeds {text!r}: expected comma-separated non-negative integers") from None
     if seed < 0:
-        raise ValueError(f"--base-seeds {text!r}: expected comma-separated non-negative integers")
+        raise InputError(f"--base-seeds {text!r}: expected comma-separated non-negative integers")
     return seed
 
 

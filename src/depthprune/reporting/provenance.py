@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from depthprune.errors import InputError
 from depthprune.io import read_json
 
 FIELDS = ("dtype", "scoring_version", "torch")
@@ -68,7 +69,7 @@ def check_provenance(selection_files: Sequence[str | Path], metrics_files: Seque
                     f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
                 )
                 parts.append(f"{field}={value} in {len(paths)} file(s): {shown}")
-            raise ValueError(
+            raise InputError(
                 f"inputs of mixed provenance ({'; '.join(parts)}): recompute the stale ones, or aggregate "
                 "each computation apart"
             )

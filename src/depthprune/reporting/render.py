@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from depthprune.errors import InputError
 from depthprune.io import atomic_write_report_csv, atomic_write_text
 from depthprune.reporting.aggregate import SAMPLES, load_aggregate
 from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
@@ -80,7 +81,7 @@ def parse_only(text: str | None) -> set[str] | None:
     names = {part.strip() for part in text.split(",") if part.strip()}
     unknown = sorted(names - set(ARTIFACTS))
     if unknown:
-        raise ValueError(f"--only: unknown output(s) {', '.join(unknown)}; choose from {', '.join(ARTIFACTS)}")
+        raise InputError(f"--only: unknown output(s) {', '.join(unknown)}; choose from {', '.join(ARTIFACTS)}")
     return names
 
 
@@ -95,7 +96,7 @@ def load_samples(aggregate_dir: str | Path):
     try:
         return pd.read_parquet(path)
     except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
-        raise ValueError(f"{path}: not a readable Parquet file ({err})") from err
+        raise InputError(f"{path}: not a readable Parquet file ({err})") from err
 
 
 def seeds_markdown(primary: int, verdicts, stability) -> str:

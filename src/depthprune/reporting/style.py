@@ -33,7 +33,6 @@ ALGORITHMS = PAPER_ALGORITHMS + tuple(name for name in STUDY_ALGORITHMS if name 
 # Searches that are not among the paper's seven: kept out of the statistics behind its claims.
 CONTROL_ALGORITHMS = tuple(name for name, cls in SEARCHES.items() if not cls.in_paper)
 ALGORITHM_NAMES = {name: cls.display_name for name, cls in SEARCHES.items()} | {"dense": "Dense"}
-ALGORITHM_MARKERS = {name: cls.marker for name, cls in SEARCHES.items()}
 EXTRA_MARKERS = ("h", "*", "p", "8", "d", "H")
 
 CALIBRATIONS = tuple(CALIBRATION_SPECS)
@@ -122,8 +121,10 @@ def calibration_colour(name: str, known: list[str] | None = None) -> str:
 
 
 def algorithm_marker(name: str) -> str:
-    if name in ALGORITHM_MARKERS:
-        return ALGORITHM_MARKERS[name]
+    """The search's own marker (read from the registry when drawn, so a search registered after this
+    module's import is drawn with its marker; filled, search/base.py's check_marker), else an extra one."""
+    if name in SEARCHES:
+        return SEARCHES[name].marker
     return EXTRA_MARKERS[sum(map(ord, name)) % len(EXTRA_MARKERS)]
 
 

@@ -6,6 +6,7 @@ M only)."""
 
 from __future__ import annotations
 
+from depthprune.errors import InputError
 from depthprune.search.base import SearchAlgorithm, SearchProblem, TracingEvaluator
 from depthprune.search.beam import Beam
 from depthprune.search.bo import BayesianOptimisation, RandomInitBayesianOptimisation
@@ -40,7 +41,7 @@ def get_algorithm(name: str) -> SearchAlgorithm:
     try:
         return ALGORITHMS[name]()
     except KeyError:
-        raise ValueError(f"unknown search algorithm {name!r} (known: {', '.join(ALGORITHMS)})") from None
+        raise InputError(f"unknown search algorithm {name!r} (known: {', '.join(ALGORITHMS)})") from None
 
 
 __all__ = ["ALGORITHMS", "STUDY_ALGORITHMS", "SearchAlgorithm", "SearchProblem", "TracingEvaluator", "get_algorithm"]

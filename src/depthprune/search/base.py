@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from depthprune.engine.records import Evaluator
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 
 
@@ -256,6 +257,23 @@ class Range:
 POSITIVE = Range(minimum=1)
 
 
+# matplotlib's filled markers (``Line2D.filled_markers``), written out so that importing the registry
+# (every `depthprune` start) does not import matplotlib; tests/test_extending.py holds them equal.
+FILLED_MARKERS = (".", "o", "v", "^", "<", ">", "8", "s", "p", "*", "h", "H", "D", "d", "P", "X")
+
+
+def check_marker(cls: type) -> None:
+    """An algorithm's ``marker`` must be one of matplotlib's filled markers: seaborn draws all
+    algorithms of a figure in one call, which refuses to mix filled markers with line-art ones ('x',
+    '+', '|', '1', ...: "Filled and line art markers cannot be mixed")."""
+    if cls.marker not in FILLED_MARKERS:
+        raise InputError(
+            f"search algorithm {getattr(cls, 'name', cls.__name__)!r} ({cls.__module__}.{cls.__qualname__}): "
+            f"marker {cls.marker!r} is not a filled matplotlib marker, as the figures need; one of "
+            f"{' '.join(FILLED_MARKERS)}"
+        )
+
+
 class SearchAlgorithm:
     """One subclass per module; ``defaults`` are the paper's hyper-parameters.
 
@@ -273,6 +291,13 @@ class SearchAlgorithm:
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
     # Valid range of each numeric parameter (checked by resolve_params, mirrored in the schema).
     ranges: ClassVar[dict[str, Range]] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # Registration checks what the figures will need of the class, when it is defined (a bad
+        # marker would otherwise surface only in `depthprune render`, far from its cause).
+        super().__init_subclass__(**kwargs)
+        if "marker" in cls.__dict__:
+            check_marker(cls)
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         raise NotImplementedError
@@ -301,16 +326,16 @@ class SearchAlgorithm:
         for key, value in (overrides or {}).items():
             if key not in self.defaults:
                 valid = ", ".join(sorted(self.defaults)) or "none"
-                raise ValueError(f"search algorithm {self.name!r} has no parameter {key!r} (valid parameters: {valid})")
+                raise InputError(f"search algorithm {self.name!r} has no parameter {key!r} (valid parameters: {valid})")
             params[key] = _coerce(self.name, key, self.defaults[key], value)
             if key in self.choices and params[key] not in self.choices[key]:
-                raise ValueError(
+                raise InputError(
                     f"search algorithm {self.name!r}: parameter {key!r} must be one of "
                     f"{', '.join(self.choices[key])}, got {value!r}"
                 )
             valid = self.ranges.get(key)
             if valid is not None and not valid.contains(params[key]):
-                raise ValueError(
+                raise InputError(
                     f"search algorithm {self.name!r}: parameter {key!r} must be {valid.describe()}, got {value!r}"
                 )
         return params
@@ -329,7 +354,7 @@ def _coerce(algorithm: str, key: str, default: Any, value: Any) -> Any:
         or (expected is str and isinstance(value, str))
     )
     if not ok:
-        raise ValueError(
+        raise InputError(
             f"search algorithm {algorithm!r}: parameter {key!r} expects {expected.__name__}, got {value!r}"
         )
     return float(value) if expected is float else value
@@ -338,7 +363,7 @@ def _coerce(algorithm: str, key: str, default: Any, value: Any) -> Any:
 def validate_budget(budget: int, n_layers: int, protected: Iterable[int]) -> None:
     n_allowed = n_layers - len(set(protected))
     if budget < 1 or budget >= n_allowed:
-        raise ValueError(
+        raise InputError(
             f"--budget {budget}: must be at least 1 and below the {n_allowed} removable layers "
             f"({n_layers} blocks, {n_layers - n_allowed} protected)"
         )
@@ -348,9 +373,9 @@ def validate_prior(prior: Sequence[float | None], n_layers: int, protected: Iter
     """Prior scores as a float array; protected layers may be missing (null), the others not."""
     values = np.array([np.nan if s is None else float(s) for s in prior], dtype=np.float64)
     if values.shape != (n_layers,):
-        raise ValueError(f"prior: {len(values)} scores for a model with {n_layers} blocks")
+        raise InputError(f"prior: {len(values)} scores for a model with {n_layers} blocks")
     protected = set(protected)
     bad = [i for i in range(n_layers) if i not in protected and not np.isfinite(values[i])]
     if bad:
-        raise ValueError(f"prior: scores of layers {bad} are missing or not finite")
+        raise InputError(f"prior: scores of layers {bad} are missing or not finite")
     return values

@@ -7,6 +7,7 @@ greedy.
 
 from __future__ import annotations
 
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, record_key
 from depthprune.search.greedy import extend
@@ -31,7 +32,7 @@ class Beam(SearchAlgorithm):
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         width = params["beam_width"]
         if width < 1:
-            raise ValueError(f"search algorithm 'beam': beam_width must be at least 1, got {width}")
+            raise InputError(f"search algorithm 'beam': beam_width must be at least 1, got {width}")
         beams: list[tuple[int, ...]] = [()]
         for _ in range(problem.budget):
             # Sorted: deterministic, and sets sharing a removed prefix sit next to each other.

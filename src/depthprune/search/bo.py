@@ -50,6 +50,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from depthprune import locking
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem
 
@@ -87,9 +88,9 @@ class BayesianOptimisation(SearchAlgorithm):
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["n_trials"] < 1:
-            raise ValueError(f"search algorithm {self.name!r}: n_trials must be at least 1, got {params['n_trials']}")
+            raise InputError(f"search algorithm {self.name!r}: n_trials must be at least 1, got {params['n_trials']}")
         if not 0.5 < params["prior_key"] <= 1.0:
-            raise ValueError(
+            raise InputError(
                 f"search algorithm {self.name!r}: prior_key must be in (0.5, 1], got {params['prior_key']}"
             )
         # Optuna is imported here, not at the top: `depthprune --help` and `render` never load it.

@@ -19,6 +19,8 @@ import optuna
 from optuna.samplers import BaseSampler, TPESampler
 from optuna.trial import TrialState
 
+from depthprune.errors import InputError
+
 log = logging.getLogger(__name__)
 
 # Finished trials: every trial evaluates a new set and is COMPLETE (repaired proposals included).
@@ -96,16 +98,16 @@ def open_study(path: Path, name: str, seed: int, params: dict) -> optuna.Study:
         raise study_error(path, cause) from err
 
 
-def study_error(path: Path, err: sqlite3.Error) -> ValueError:
+def study_error(path: Path, err: sqlite3.Error) -> InputError:
     """A corrupt study is the search's own scratch state (--recompute starts a new one); an I/O
     error (disk full, ulimit -f, permissions) is said as such, since the study may be intact."""
     name = getattr(err, "sqlite_errorname", "") or ""
     if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")) or "not a database" in str(err) or "malformed" in str(err):
-        return ValueError(
+        return InputError(
             f"{path}: not a readable BO study ({err}); it is this search's scratch state: rerun the search "
             "with --recompute to start a new study"
         )
-    return ValueError(
+    return InputError(
         f"{path}: I/O error on the BO study SQLite file ({err}{', ' + name if name else ''}): check free disk "
         "space, the file size limit (ulimit -f) and permissions; the study itself may be intact, keep it"
     )

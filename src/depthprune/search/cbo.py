@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, record_key
 
@@ -81,7 +82,7 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         k = params["rerank"]
         if k < 1:
-            raise ValueError(f"search algorithm 'cbo': rerank must be at least 1, got {k}")
+            raise InputError(f"search algorithm 'cbo': rerank must be at least 1, got {k}")
         allowed = np.asarray(problem.allowed)
         if params["coefficients"] == "gradient":
             linear, quadratic = gradient_energy(problem, allowed, params["derivatives"])
@@ -235,7 +236,7 @@ def anneal_lowest(
     """
     n = len(linear)
     if restarts < 1 or steps < 1:
-        raise ValueError("search algorithm 'cbo': sa_restarts and sa_steps must be at least 1")
+        raise InputError("search algorithm 'cbo': sa_restarts and sa_steps must be at least 1")
     q = 0.5 * (quadratic + quadratic.T)
     diag = np.diag(q)
     chains = np.arange(restarts)

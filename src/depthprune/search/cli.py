@@ -24,6 +24,7 @@ from depthprune.cli_common import (
     protected_from_args,
     token_budget,
 )
+from depthprune.errors import InputError
 from depthprune.io import format_layers
 from depthprune.prior import check_prior, load_prior
 from depthprune.search import ALGORITHMS, get_algorithm
@@ -78,7 +79,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ValueError(f"--param {item!r}: expected KEY=VALUE")
+            raise InputError(f"--param {item!r}: expected KEY=VALUE")
         params[key] = parse_scalar(text.strip())
     return params
 
@@ -87,7 +88,7 @@ def parse_scalar(text: str) -> Any:
     try:
         value = yaml.safe_load(text) if text else ""
     except yaml.YAMLError as err:
-        raise ValueError(f"--param value {text!r} is not a YAML scalar ({err})") from err
+        raise InputError(f"--param value {text!r} is not a YAML scalar ({err})") from err
     if isinstance(value, str):
         # YAML 1.1 reads "5e6" (no dot) as a string; a number is meant.
         for cast in (int, float):
@@ -96,7 +97,7 @@ def parse_scalar(text: str) -> Any:
             except ValueError:
                 pass
     elif isinstance(value, (list, dict)):
-        raise ValueError(f"--param value {text!r} must be a scalar")
+        raise InputError(f"--param value {text!r} must be a scalar")
     return value
 
 
@@ -165,7 +166,7 @@ def _run_locked(args: argparse.Namespace) -> int:
     validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
     recorded_data = (prior.get("evaluator") or {}).get("data_hash")
     if recorded_data is not None and recorded_data != evaluator.describe()["data_hash"]:
-        raise ValueError(
+        raise InputError(
             f"{args.prior}: prior computed on other calibration data (data_hash={recorded_data!r}, this search: "
             f"{evaluator.describe()['data_hash']!r}); recompute the prior"
         )
@@ -193,7 +194,7 @@ def _run_locked(args: argparse.Namespace) -> int:
         losses["held-out loss"] = result.heldout["loss"]
     bad = [f"{what} {value}" for what, value in losses.items() if not math.isfinite(value)]
     if bad:
-        raise ValueError(
+        raise InputError(
             f"search: model {loaded.name!r} gives a non-finite {', '.join(bad)} for removed set "
             f"[{format_layers(result.removed)}]: its weights or computation are broken (NaN/inf); nothing was written"
         )

@@ -16,6 +16,7 @@ import math
 
 from tqdm.auto import tqdm
 
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, record_key
 
@@ -38,12 +39,12 @@ class Exhaustive(SearchAlgorithm):
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["batch_size"] < 1:
-            raise ValueError(
+            raise InputError(
                 f"search algorithm 'exhaustive': batch_size must be at least 1, got {params['batch_size']}"
             )
         n_sets = count_subsets(problem)
         if n_sets > params["max_sets"]:
-            raise ValueError(
+            raise InputError(
                 f"search algorithm 'exhaustive': C({len(problem.allowed)}, {problem.budget}) = {n_sets} subsets "
                 f"exceed max_sets={params['max_sets']}; raise the parameter max_sets "
                 f"(--param max_sets={n_sets}, or search_params.exhaustive.max_sets) to enumerate them"

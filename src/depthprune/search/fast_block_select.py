@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, SearchAlgorithm, SearchProblem, loss_key, record_key
 
@@ -51,7 +52,7 @@ class FastBlockSelect(SearchAlgorithm):
 
     def run(self, problem: SearchProblem, params: dict) -> tuple[int, ...]:
         if params["top_k"] < 1 or params["max_iters"] < 1 or params["max_block_len"] < 1:
-            raise ValueError(
+            raise InputError(
                 "search algorithm 'fast_block_select': top_k, max_iters and max_block_len must be at least 1"
             )
         ev, budget = problem.evaluator, problem.budget

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.search.base import POSITIVE, Range, SearchAlgorithm, SearchProblem, loss_key
 
@@ -61,12 +62,12 @@ class GeneticAlgorithm(SearchAlgorithm):
         size = params["population"]
         n_elite = round(params["elitism"] * size)
         if size < 2 or not 0 <= n_elite < size:
-            raise ValueError(
+            raise InputError(
                 f"search algorithm {self.name!r}: need population >= 2 and 0 <= round(elitism * population) "
                 f"< population (population={size}, elitism={params['elitism']})"
             )
         if not 1 <= params["tournament"] <= size:
-            raise ValueError(
+            raise InputError(
                 f"search algorithm {self.name!r}: tournament must be in [1, population], got {params['tournament']}"
             )
         ops = _Operators(problem, np.random.default_rng(problem.seed), params["prior_guided"])

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from depthprune import locking
+from depthprune.errors import InputError
 from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions, parse_layers
 from depthprune.progress import Progress
 from depthprune.search import get_algorithm
@@ -77,7 +78,7 @@ def clear_workdir(workdir: str | Path) -> None:
         return
     entries = list(workdir.iterdir())
     if not (workdir / WORKDIR_MARKER).is_file() and not all(_WORKDIR_ENTRY.match(e.name) for e in entries):
-        raise ValueError(
+        raise InputError(
             f"--workdir {workdir}: --recompute would empty this folder, but it was not created by "
             f"`depthprune search` (no {WORKDIR_MARKER} file) and holds other files; "
             "pass a folder of its own as --workdir"

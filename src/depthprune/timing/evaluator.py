@@ -19,6 +19,8 @@ import argparse
 import tempfile
 import time
 
+from depthprune.seeding import seed_option
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m")
@@ -27,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-samples", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--budget", type=int, default=9, help="greedy pass length M")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_option, default=0)
     parser.add_argument(
         "--skip-uncached", action="store_true", help="leave out the no-cache run (blocks_ratio is then not printed)"
     )

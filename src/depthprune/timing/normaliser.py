@@ -20,6 +20,7 @@ import statistics
 import time
 
 from depthprune.models import DTYPE_CHOICES
+from depthprune.seeding import seed_option
 
 SETTINGS = {"one call": 0, "blocked": None}  # LOGSUMEXP_BLOCK_ROWS; None: the module's default
 
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", default="ppl_c4", choices=["ppl_c4", "ppl_cs170k", "tlm_cs170k"])
     parser.add_argument("--n-samples", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_option, default=0)
     parser.add_argument("--budget", type=int, default=7, help="greedy pass length M")
     parser.add_argument("--rounds", type=int, default=2, help="runs per setting, alternating")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's; searches run with 1)")

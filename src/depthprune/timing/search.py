@@ -24,11 +24,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from depthprune.cli_common import build_evaluator, shared_namespace
+from depthprune.cli_common import build_evaluator, device_option, shared_namespace
+from depthprune.errors import InputError
 from depthprune.io import format_layers
 from depthprune.prior import compute_prior
 from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
 from depthprune.search.cli import parse_params
+from depthprune.seeding import seed_option
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="offline data mirror (default: Hugging Face hub)")
     parser.add_argument("--n-samples", type=int, default=8, help="calibration samples (small: a CPU benchmark)")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per calibration sample")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_option, default=0)
     parser.add_argument(
         "--budgets",
         type=int,
@@ -68,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ALGORITHM.KEY=VALUE",
         help="hyper-parameter override for one algorithm, e.g. bo.n_trials=50 (repeatable)",
     )
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", type=device_option, default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--model-cache-dir", default=None, help="converted checkpoints (default: cli_common's)")
     parser.add_argument("--workdir", help="BO studies (default: a fresh temporary folder, so nothing is resumed)")
@@ -95,7 +97,7 @@ def algorithm_params(items: list[str]) -> dict[str, dict]:
     for item in items:
         name, dot, rest = item.partition(".")
         if not dot or name not in ALGORITHMS:
-            raise ValueError(
+            raise InputError(
                 f"--param {item!r}: expected ALGORITHM.KEY=VALUE with ALGORITHM one of {', '.join(ALGORITHMS)}"
             )
         per_algorithm[name].append(rest)

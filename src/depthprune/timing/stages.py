@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depthprune.errors import InputError
 from depthprune.paths import BENCHMARKS_DIR
 
 
@@ -37,7 +38,7 @@ def stage_times(benchmarks_dir: str | Path):
     for path in files:
         record = pd.read_csv(path, sep="\t")
         if record.empty or "s" not in record:
-            raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
+            raise InputError(f"{path}: not a Snakemake benchmark file (no 's' column)")
         last = record.iloc[-1]  # a file holds one row per repeat; the pipeline runs each job once
         rows.append(
             {

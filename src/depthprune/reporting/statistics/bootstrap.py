@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
 from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
 
@@ -86,7 +87,7 @@ def document_replicates(
 ) -> Replicates | None:
     """Replicates of every run's average accuracy and perplexity; None without per-document results."""
     if n_resamples < 1:
-        raise ValueError(f"bootstrap_resamples must be at least 1, got {n_resamples}")
+        raise InputError(f"bootstrap_resamples must be at least 1, got {n_resamples}")
     if samples is None or samples.empty:
         return None
     head = samples[samples["headline"].astype(bool)]

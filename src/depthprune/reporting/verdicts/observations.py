@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from depthprune.errors import InputError
 from depthprune.reporting.aggregate import load_aggregate
 from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
 from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO, observe_rho
@@ -79,9 +80,9 @@ def evaluate_observations(
     several) gives §5.1 its interval across seeds; ``informative`` (``informative.InformativeTasks``)
     adds the informative-task sensitivity rows of every accuracy verdict."""
     if not comparable_band > 1:
-        raise ValueError(f"comparable_band must be > 1 (a ratio band [1/b, b]), got {comparable_band}")
+        raise InputError(f"comparable_band must be > 1 (a ratio band [1/b, b]), got {comparable_band}")
     if not 0 < strong_rho < 1:
-        raise ValueError(f"strong_rho must be in (0, 1), got {strong_rho}")
+        raise InputError(f"strong_rho must be in (0, 1), got {strong_rho}")
     paper = paper_values()
     rows, verdicts = [], {}
     variance_rows, variance_verdict, variance_remarks = observe_variance(
