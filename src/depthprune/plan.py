@@ -203,7 +203,7 @@ def evaluation_tokens(config: Mapping, tokenizer, data_dir) -> dict[str, tuple[i
             out[task] = ((tokens // seq_len) * seq_len, seq_len)
         else:
             entry = counts[task]
-            limit = settings.get("limit")
+            limit = (settings.get("limit_per_task") or {}).get(task, settings.get("limit"))
             share = min(1.0, limit / entry["docs"]) if limit else 1.0
             out[task] = (int(entry["tokens"] * share), int(entry["context"]))
     return out
