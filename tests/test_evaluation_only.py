@@ -204,3 +204,27 @@ def test_rescore_preset_plans_evaluations_only(tmp_path, data_dir):
     assert "prior" not in counts and "search" not in counts, counts
     assert counts["source_selection"] == 4 * 2 * 7  # seeds x calibrations x the seven searches
     assert counts["random_sets"] == 4 and counts["evaluate_pass"] == 4
+
+
+def test_limit_per_task_enters_the_cache_key_only_when_set():
+    from depthprune.evaluation.benchmarks import EvalSettings
+    from depthprune.evaluation.run import cache_payload
+
+    base = EvalSettings(benchmarks=("piqa",), limit=2)
+    assert "limit_per_task" not in cache_payload({}, (1,), base)["settings"]  # keys of earlier studies stay
+    per_task = cache_payload({}, (1,), base.replace(limit_per_task={"piqa": 3}))["settings"]
+    assert per_task["limit_per_task"] == {"piqa": 3}
+
+
+def test_evaluate_scores_each_task_on_its_own_document_count(tiny_model_dir, data_dir, tmp_path):
+    """`depthprune evaluate --limit-per-task`: lm-eval scores that many documents of the task named."""
+    import pandas as pd
+
+    from depthprune.cli import main
+
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--name", "tiny", "--model-cache-dir", str(tmp_path / "m")]
+    argv += ["--data-dir", str(data_dir), "--tasks", "piqa,arc_easy", "--limit", "2", "--limit-per-task", "piqa=3"]
+    argv += ["--batch-size", "4", "--no-eval-cache", "--out-metrics", str(tmp_path / "metrics.csv")]
+    assert main(argv) == 0
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert metrics.groupby("benchmark")["n"].max().to_dict() == {"arc_easy": 2, "piqa": 3}
