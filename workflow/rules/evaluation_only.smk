@@ -15,6 +15,7 @@ if wf.evaluation_only(config):
             search_file("selection.json"),
         log:
             search_log("source"),
+        localrule: True  # a file copy: on a cluster it runs on the submit host
         conda:
             "../../envs/depthprune.yaml"
         params:
@@ -31,6 +32,7 @@ if config.get("random_sets"):
             random_set_outputs("selection.json"),
         log:
             log_path("random_sets", "{model}", "seed{seed}", "M{budget}.log"),
+        localrule: True  # draws and writes a few JSON files
         conda:
             "../../envs/depthprune.yaml"
         params:
