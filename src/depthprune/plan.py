@@ -35,10 +35,10 @@ from pathlib import Path
 import yaml
 
 from depthprune.budgets import protected_blocks
-from depthprune.models.config_files import BUNDLED_CONFIGS, model_config
+from depthprune.models.config_files import model_config
+from depthprune.workflow import EVALUATION_TOKENS
 
 log = logging.getLogger(__name__)
-EVALUATION_TOKENS = BUNDLED_CONFIGS / "evaluation_tokens.json"
 GIB = 1 << 30
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
 TOKEN_BUDGET = 16384  # the CLI's --token-budget default (cli_common.add_evaluator_args)

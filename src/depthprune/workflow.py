@@ -27,12 +27,17 @@ from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
+from depthprune.models.config_files import BUNDLED_CONFIGS
 from depthprune.paths import run_parts
 
 # Mirror files of the two corpus perplexities (the same paths as evaluation/perplexity.py's CORPORA,
 # which imports torch; tests/test_workflow_args.py checks they agree) and of each calibration source.
 CORPUS_MIRROR_FILES = {"wikitext2": "wikitext-2-raw-v1/test.jsonl", "c4": "c4/validation.jsonl"}
 CALIBRATION_MIRROR_FILES = {"c4": "c4/train.jsonl", "cs170k": "commonsense_170k/train.jsonl"}
+
+# Per lm-eval task: documents, tokens and context, measured on the offline mirror (read by the planner
+# and by the plan-time check of a base study's document counts).
+EVALUATION_TOKENS = BUNDLED_CONFIGS / "evaluation_tokens.json"
 
 # Packages whose version can change a loss or a metric (the provenance of prior, search, evaluate).
 PROVENANCE_PACKAGES = {"calibration": ("torch", "transformers"), "evaluation": ("torch", "transformers", "lm_eval")}
@@ -805,8 +810,6 @@ def random_sets_args(config: Mapping, wildcards) -> str:
 def expected_documents(config: Mapping, task: str) -> int | None:
     """Documents of lm-eval task `task` this study scores: its limit (limit_per_task, else limit)
     capped by the task's size (models/configs/evaluation_tokens.json); None where unknown."""
-    from depthprune.plan import EVALUATION_TOKENS
-
     settings = config["evaluation"]
     size = json.loads(EVALUATION_TOKENS.read_text())["tasks"].get(task, {}).get("docs")
     limit = (settings.get("limit_per_task") or {}).get(task, settings.get("limit"))
