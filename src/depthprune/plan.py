@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from depthprune.budgets import protected_blocks
-from depthprune.models.config_files import model_config
+from depthprune.models.config_files import BUNDLED_CONFIGS, model_config  # noqa: F401 (BUNDLED_CONFIGS: read by scripts/gpu_check.py as plan.BUNDLED_CONFIGS)
 from depthprune.workflow import EVALUATION_TOKENS
 
 log = logging.getLogger(__name__)
