@@ -228,3 +228,17 @@ def test_evaluate_scores_each_task_on_its_own_document_count(tiny_model_dir, dat
     assert main(argv) == 0
     metrics = pd.read_csv(tmp_path / "metrics.csv")
     assert metrics.groupby("benchmark")["n"].max().to_dict() == {"arc_easy": 2, "piqa": 3}
+
+
+def test_random_sets_are_controls_in_the_render():
+    """The draws never enter the statistics behind the paper's claims, nor Figure 1's cuts."""
+    import pandas as pd
+
+    from depthprune.reporting.render import paper_only
+    from depthprune.reporting.style import algorithm_marker, algorithm_name, is_control
+
+    frame = pd.DataFrame({"algorithm": ["greedy", "dense", "ga_random", "random_set_00", "random_set_07"]})
+    assert list(paper_only(frame)["algorithm"]) == ["greedy", "dense"]
+    assert is_control("random_set_03") and not is_control("greedy") and not is_control("random_sets")
+    assert algorithm_name("random_set_03") == "Random set 03"
+    assert algorithm_marker("random_set_00") == algorithm_marker("random_set_07")
