@@ -33,9 +33,20 @@ wildcard_constraints:
 
 
 include: "workflow/rules/prepare_model.smk"
-include: "workflow/rules/prior.smk"
-include: "workflow/rules/search.smk"
+
+
+# An evaluation-only study (config source_study) copies each run's set from its source study instead
+# of searching: no prior or search rule exists to plan (docs/method.md §11).
+if wf.evaluation_only(config):
+    print(wf.source_study_text(config), file=sys.stderr)
+else:
+
+    include: "workflow/rules/prior.smk"
+    include: "workflow/rules/search.smk"
+
+
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/evaluation_only.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/render.smk"
 

@@ -36,10 +36,10 @@ import yaml
 
 from depthprune.budgets import protected_blocks
 from depthprune.errors import InputError
-from depthprune.models.config_files import BUNDLED_CONFIGS, model_config
+from depthprune.models.config_files import BUNDLED_CONFIGS, model_config  # noqa: F401 (BUNDLED_CONFIGS: read by scripts/gpu_check.py as plan.BUNDLED_CONFIGS)
+from depthprune.workflow import EVALUATION_TOKENS
 
 log = logging.getLogger(__name__)
-EVALUATION_TOKENS = BUNDLED_CONFIGS / "evaluation_tokens.json"
 GIB = 1 << 30
 PERPLEXITY_CORPORA = ("wikitext2", "c4")
 TOKEN_BUDGET = 16384  # the CLI's --token-budget default (cli_common.add_evaluator_args)
@@ -225,7 +225,7 @@ def evaluation_tokens(config: Mapping, tokenizer, data_dir) -> dict[str, tuple[i
             out[task] = ((tokens // seq_len) * seq_len, seq_len)
         else:
             entry = counts[task]
-            limit = settings.get("limit")
+            limit = (settings.get("limit_per_task") or {}).get(task, settings.get("limit"))
             share = min(1.0, limit / entry["docs"]) if limit else 1.0
             out[task] = (int(entry["tokens"] * share), int(entry["context"]))
     return out
@@ -370,6 +370,10 @@ def build_plan(
     fraction = engine_block_fraction(selections_csv)
     labels = workflow.calibration_labels(config)
     per_model = config["evaluation"].get("pass_per", "model") == "model"
+    # An evaluation-only study (source_study) copies its sets instead of searching (no prior, no
+    # search); the random-set control adds `random_sets.count` sets per seed and M (docs/method.md §11).
+    searches = not workflow.evaluation_only(config)
+    random_sets = len(workflow.random_set_algorithms(config))
     for model in config["models"]:
         entry = config["model_table"][model]
         model_cfg = model_config(entry, cache_dir)
@@ -401,9 +405,13 @@ def build_plan(
                 peak += state_cache_bytes(config, shape, cal.tokens, nbytes, weights, gpu_gib)
                 # prior: the dense model, then each single ablation from the cached state below it
                 prior_blocks = n + n * (n - 1) / 2
-                plan.add("prior", prior_blocks * per_block + (n + 1) * shape.head_flops(cal.scored), peak, load)
+                if searches:
+                    plan.add("prior", prior_blocks * per_block + (n + 1) * shape.head_flops(cal.scored), peak, load)
                 for budget in budgets:
                     for algorithm in config["algorithms"]:
+                        if not searches:
+                            plan.add("source_selection", 0.0, 0.0, 0.0, gpu=False)
+                            continue
                         params = dict(config["search_params"].get(algorithm) or {})
                         evals = search_evaluations(algorithm, params, n_allowed, budget)
                         blocks = evals * (n - budget) * fraction.get(algorithm, 1.0)
@@ -426,13 +434,20 @@ def build_plan(
                             eval_peak,
                             load,
                         )
+            for budget in budgets if random_sets else ():
+                plan.add("random_sets", 0.0, 0.0, 0.0, gpu=False)
+                if not per_model:
+                    flops = _eval_flops(shape, eval_tokens, random_sets, n - budget)
+                    plan.add("evaluate_random_sets", flops, eval_peak, load)
             if per_model:
                 dense_sets = 1 if seed == config["seeds"][0] else 0
-                flops = sum(_eval_flops(shape, eval_tokens, sets // len(budgets), n - b) for b in budgets)
+                flops = sum(_eval_flops(shape, eval_tokens, sets // len(budgets) + random_sets, n - b) for b in budgets)
                 flops += _eval_flops(shape, eval_tokens, dense_sets, n)
                 plan.add("evaluate_pass", flops, eval_peak, load)
                 for _ in range(len(labels) * len(budgets)):
                     plan.add("evaluate_selections", 0.0, 0.0, 0.0, gpu=False)
+                for _ in budgets if random_sets else ():
+                    plan.add("evaluate_random_sets", 0.0, 0.0, 0.0, gpu=False)
         if per_model:
             plan.add("evaluate_dense", 0.0, 0.0, 0.0, gpu=False)
         else:

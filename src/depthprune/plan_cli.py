@@ -113,5 +113,9 @@ def run(args: argparse.Namespace) -> int:
         per_model = plan_of(planning.merge(config, {"evaluation": {"pass_per": "model"}}))
         text = render_profile(plan, args.configfile, args.throughput, per_model)
         atomic_write_text(args.write_profile, text)
+    from depthprune import workflow
+
+    if workflow.evaluation_only(config):
+        print(workflow.source_study_text(config))  # the sets' source: no prior or search is priced
     print(planning.format_plan(plan))
     return 0

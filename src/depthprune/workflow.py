@@ -9,10 +9,12 @@ Light on purpose: it runs whenever the Snakefile is parsed, so it imports neithe
 
 from __future__ import annotations
 
+import csv
 import functools
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import shlex
 from collections.abc import Iterable, Mapping
@@ -26,12 +28,17 @@ from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
 from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
+from depthprune.models.config_files import BUNDLED_CONFIGS
 from depthprune.paths import run_parts
 
 # Mirror files of the two corpus perplexities (the same paths as evaluation/perplexity.py's CORPORA,
 # which imports torch; tests/test_workflow_args.py checks they agree). A calibration source's file is
 # its DataSource.mirror_file (calibration/sources.py).
 CORPUS_MIRROR_FILES = {"wikitext2": "wikitext-2-raw-v1/test.jsonl", "c4": "c4/validation.jsonl"}
+
+# Per lm-eval task: documents, tokens and context, measured on the offline mirror (read by the planner
+# and by the plan-time check of a base study's document counts).
+EVALUATION_TOKENS = BUNDLED_CONFIGS / "evaluation_tokens.json"
 
 # Packages whose version can change a loss or a metric (the provenance of prior, search, evaluate).
 PROVENANCE_PACKAGES = {"calibration": ("torch", "transformers"), "evaluation": ("torch", "transformers", "lm_eval")}
@@ -308,7 +315,16 @@ def prior_evaluator_args(config: Mapping, wildcards) -> str:
 # every job of the rule.
 SECTION_ORDER = {
     "evaluator": ("token_budget", "state_device", "state_cache_gib", "memo_journal"),
-    "evaluation": ("tasks", "limit", "ppl_seq_len", "ppl_max_tokens", "batch_size", "pass_per", "headline_metrics"),
+    "evaluation": (
+        "tasks",
+        "limit",
+        "limit_per_task",
+        "ppl_seq_len",
+        "ppl_max_tokens",
+        "batch_size",
+        "pass_per",
+        "headline_metrics",
+    ),
     "analysis": ("bootstrap_resamples", "bootstrap_seed", "comparable_band", "strong_rho", "seeds_planned"),
 }
 
@@ -615,6 +631,7 @@ def check_study(config: Mapping) -> None:
             continue  # depth unknown until prepare_model: the search checks its budget then
         check_budgets(model, entry, n_layers, budgets)
     check_base_study(config)
+    check_evaluation_only_study(config)  # source_study, random_sets, limit_per_task (issue 58)
     check_mirror(config)
 
 
@@ -689,4 +706,203 @@ def check_mirror(config: Mapping) -> None:
         raise ConfigError(
             f"config: data_dir {data_dir!r} lacks {', '.join(missing)} "
             "(point data_dir at the offline mirror, e.g. ../shared/data, or set it to null for the hub)"
+        )
+
+
+# --------------------------------------------------------------------------- evaluation-only studies (issue 58)
+# A study whose removed sets come from a committed study's runs (config `source_study`), the
+# random-set control (config `random_sets`) and per-task document counts (evaluation.limit_per_task);
+# the science is in depthprune/evaluation_only.py (docs/method.md §11).
+
+
+def evaluation_only(config: Mapping) -> bool:
+    """Whether the study takes its sets from `source_study` (no prior, no search is planned)."""
+    return bool(config.get("source_study"))
+
+
+def source_study_text(config: Mapping) -> str:
+    """One line naming the source study (the Snakefile logs it; `depthprune plan` prints it)."""
+    source = config["source_study"]
+    parts = [f"runs {source['runs']}" if source.get("runs") else None]
+    parts.append(f"aggregate {source['aggregate']}" if source.get("aggregate") else None)
+    return (
+        f"evaluation-only study: removed sets from source_study ({', '.join(p for p in parts if p)}), "
+        f"evaluated under this study's evaluation settings into {config['results_dir']}; no prior or search job"
+    )
+
+
+def source_selection_input(config: Mapping, wildcards) -> str:
+    """The source file of one run's set (source_study.runs' selection.json or the aggregate's table)."""
+    from depthprune.evaluation_only import source_file
+
+    found = source_file(
+        config["source_study"], wildcards.model, wildcards.calibration, wildcards.seed, wildcards.budget,
+        wildcards.algorithm,
+    )  # fmt: skip
+    if found is None:  # check_evaluation_only_study names every missing run at plan time
+        raise ConfigError(f"config: source_study has no run {dict(wildcards.items())}")
+    return found
+
+
+def source_selection_args(config: Mapping, wildcards) -> str:
+    return cli_args(
+        {
+            "model_name": wildcards.model,
+            "calibration": wildcards.calibration,
+            "seed": int(wildcards.seed),
+            "budget": int(wildcards.budget),
+            "algorithm": wildcards.algorithm,
+        }
+    )
+
+
+def random_set_algorithms(config: Mapping) -> list[str]:
+    """Algorithm labels of the random-set control's draws (none without `random_sets`)."""
+    from depthprune.evaluation_only import random_set_names
+
+    control = config.get("random_sets")
+    return random_set_names(int(control["count"])) if control else []
+
+
+def random_set_files(config: Mapping, model: str, seed, name: str) -> list[str]:
+    """The file `name` of every draw of one model and seed: results/<model>/none/seed<k>/M<M>/random_set_<i>/."""
+    from depthprune.evaluation_only import RANDOM_SET_CALIBRATION
+    from depthprune.paths import search_parts
+
+    return [
+        os.path.join(config["results_dir"], *search_parts(model, RANDOM_SET_CALIBRATION, seed, budget, algorithm), name)
+        for budget in model_budgets(config, model)
+        for algorithm in random_set_algorithms(config)
+    ]
+
+
+def model_search_space(config: Mapping, model: str) -> tuple[int, tuple[int, ...]]:
+    """(n_layers, protected blocks) of a model, its depth known without loading it (ConfigError if not)."""
+    from depthprune.budgets import protected_blocks
+
+    entry = model_entry(config, model)
+    n_layers = entry.get("n_layers") or known_depth(entry, config.get("model_cache_dir", "resources/models"))
+    if n_layers is None:
+        raise ConfigError(
+            f"config: random_sets: the depth of model {model} is unknown before it is prepared; "
+            f"give model_table.{model}.n_layers"
+        )
+    protected = protected_blocks(entry.get("protected_layers") or (), entry.get("protect") or "none", int(n_layers))
+    return int(n_layers), protected
+
+
+def random_sets_args(config: Mapping, wildcards) -> str:
+    """`depthprune random-sets` options of one (model, seed, M) but its --out files."""
+    n_layers, protected = model_search_space(config, wildcards.model)
+    control = config["random_sets"]
+    return cli_args(
+        {
+            "model_name": wildcards.model,
+            "n_layers": n_layers,
+            "protected": " ".join(map(str, protected)) or None,
+            "budget": int(wildcards.budget),
+            "count": int(control["count"]),
+            "draw_seed": int(control["seed"]),
+            "seed": int(wildcards.seed),
+        }
+    )
+
+
+def expected_documents(config: Mapping, task: str) -> int | None:
+    """Documents of lm-eval task `task` this study scores: its limit (limit_per_task, else limit)
+    capped by the task's size (models/configs/evaluation_tokens.json); None where unknown."""
+    settings = config["evaluation"]
+    size = json.loads(EVALUATION_TOKENS.read_text())["tasks"].get(task, {}).get("docs")
+    limit = (settings.get("limit_per_task") or {}).get(task, settings.get("limit"))
+    if size is None:
+        return limit
+    return size if limit is None else min(limit, size)
+
+
+def base_study_documents(aggregate_dir: str) -> dict[str, set[int]]:
+    """benchmark -> the document counts (metrics.csv `n`) of a base aggregate's lm-eval rows."""
+    from depthprune.evaluation.benchmarks import LM_EVAL_TASKS
+
+    counts: dict[str, set[int]] = {}
+    with open(os.path.join(aggregate_dir, "metrics.csv"), newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row["benchmark"] in LM_EVAL_TASKS and row.get("n"):
+                counts.setdefault(row["benchmark"], set()).add(int(float(row["n"])))
+    return counts
+
+
+def check_evaluation_only_study(config: Mapping) -> None:
+    """limit_per_task names tasks the study evaluates; a base study's rows were scored on as many
+    documents as this study's (rows from different evaluation settings never share a table); a
+    source study holds every run the config asks for and is not among the study's outputs; the
+    random-set control can draw its distinct sets. ConfigError naming the key."""
+    from depthprune.evaluation.benchmarks import LM_EVAL_TASKS
+
+    settings = config["evaluation"]
+    tasks = [t for t in settings["tasks"] if t in LM_EVAL_TASKS]
+    stray = sorted(set(settings.get("limit_per_task") or {}) - set(tasks))
+    if stray:
+        raise ConfigError(
+            f"config: evaluation.limit_per_task names {', '.join(stray)}, not an lm-eval task of evaluation.tasks "
+            f"({', '.join(tasks) or 'none'})"
+        )
+    base = config.get("base_study")
+    if base and os.path.isfile(os.path.join(base["aggregate"], "metrics.csv")):
+        theirs = base_study_documents(base["aggregate"])
+        for task in tasks:
+            ours = expected_documents(config, task)
+            if task in theirs and theirs[task] != {ours}:
+                raise ConfigError(
+                    f"config: base_study.aggregate {base['aggregate']} scored {task} on "
+                    f"{', '.join(map(str, sorted(theirs[task])))} documents, this study on {ours} "
+                    f"(evaluation.limit_per_task.{task} / evaluation.limit): rows from different evaluation "
+                    "settings are never mixed in one table"
+                )
+    if evaluation_only(config):
+        check_source_study(config)
+    if config.get("random_sets"):
+        from depthprune.evaluation_only import allowed_blocks
+
+        count = int(config["random_sets"]["count"])
+        for model in config["models"]:
+            n_layers, protected = model_search_space(config, model)
+            allowed = len(allowed_blocks(n_layers, protected))
+            for budget in model_budgets(config, model):
+                if count > math.comb(allowed, budget):
+                    raise ConfigError(
+                        f"config: random_sets.count {count}: model {model} has only C({allowed}, {budget}) = "
+                        f"{math.comb(allowed, budget)} distinct sets of M={budget}"
+                    )
+
+
+def check_source_study(config: Mapping) -> None:
+    from depthprune.evaluation_only import source_file
+
+    source = config["source_study"]
+    results = Path(config["results_dir"]).resolve()
+    for key in ("runs", "aggregate"):
+        folder = source.get(key)
+        if folder is None:
+            continue
+        if not Path(folder).is_dir():
+            raise ConfigError(f"config: source_study.{key} {folder}: folder not found")
+        if Path(folder).resolve() in (results, results / "aggregate"):
+            raise ConfigError(
+                f"config: source_study.{key} {folder} is this study's own results_dir ({config['results_dir']}): "
+                "an evaluation-only study writes its results beside its source, never over it"
+            )
+    missing = [
+        f"{model}/{label}/seed{seed}/M{budget}/{algorithm}"
+        for model in config["models"]
+        for label in calibration_labels(config)
+        for seed in config["seeds"]
+        for budget in model_budgets(config, model)
+        for algorithm in config["algorithms"]
+        if source_file(source, model, label, seed, budget, algorithm) is None
+    ]
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise ConfigError(
+            f"config: source_study has no removed set for {shown} (models, calibrations, seeds, budgets and "
+            "algorithms of an evaluation-only study name runs of its source study)"
         )

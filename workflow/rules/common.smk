@@ -6,6 +6,7 @@
 
 import os
 import re
+import shlex
 import sys
 
 from jsonschema.exceptions import ValidationError
@@ -143,7 +144,7 @@ def model_selections(wildcards):
         for calibration in calibration_labels()
         for budget in model_budgets(wildcards.model)
         for algorithm in config["algorithms"]
-    ]
+    ] + wf.random_set_files(config, wildcards.model, wildcards.seed, "selection.json")
 
 
 def one_pass_per_model():
@@ -219,12 +220,35 @@ def search_dirs():
     ]
 
 
+def random_set_dirs():
+    """The random-set control's draws (config random_sets): their selection.json, metrics.csv, ..."""
+    return [
+        os.path.dirname(path)
+        for model in config["models"]
+        for seed in config["seeds"]
+        for path in wf.random_set_files(config, model, seed, "selection.json")
+    ]
+
+
+def random_set_outputs(name):
+    """The file `name` of every draw of one (model, seed, M): a rule's outputs (evaluation_only.smk)."""
+    return expand(
+        results_path(
+            *search_parts("{model}", "none", "{seed}", "{budget}", "{algorithm}"), name
+        ),
+        algorithm=wf.random_set_algorithms(config),
+        allow_missing=True,
+    )
+
+
 def all_selections():
-    return [os.path.join(d, "selection.json") for d in search_dirs()]
+    return [
+        os.path.join(d, "selection.json") for d in search_dirs() + random_set_dirs()
+    ]
 
 
 def all_metrics():
-    pruned = [os.path.join(d, "metrics.csv") for d in search_dirs()]
+    pruned = [os.path.join(d, "metrics.csv") for d in search_dirs() + random_set_dirs()]
     dense = [results_path(model, "dense", "metrics.csv") for model in config["models"]]
     return pruned + dense
 

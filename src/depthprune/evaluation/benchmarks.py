@@ -107,6 +107,24 @@ def parse_benchmarks(text: str | None) -> tuple[str, ...]:
     return tuple(b for b in BENCHMARKS if b in names)
 
 
+def parse_limit_per_task(items: list[str] | None) -> dict[str, int]:
+    """``["hellaswag=1000", "piqa=1000"]`` -> {task: documents} (``--limit-per-task``), validated
+    against the benchmark names; EvalSettings checks them against --tasks."""
+    out: dict[str, int] = {}
+    for item in items or ():
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            task, sep, count = part.partition("=")
+            task = task.strip()
+            if not sep or task not in LM_EVAL_TASKS or not count.strip().isdigit():
+                raise InputError(
+                    f"--limit-per-task {part!r}: expected TASK=N, TASK one of {', '.join(LM_EVAL_TASKS)}, N documents"
+                )
+            out[task] = int(count)
+    return out
+
+
 def parse_headline_overrides(items: list[str] | None) -> dict[str, str]:
     """``["hellaswag=acc", "lambada_openai=acc"]`` -> {benchmark: metric}, validated."""
     out: dict[str, str] = {}
@@ -132,7 +150,8 @@ def parse_headline_overrides(items: list[str] | None) -> dict[str, str]:
 class EvalSettings:
     """Everything that changes an evaluation figure (besides the model and the removed set).
 
-    ``limit``: first N documents of each lm-eval task (None = all). ``ppl_max_tokens``: cap on the
+    ``limit``: first N documents of each lm-eval task (None = all); ``limit_per_task`` overrides it for
+    the tasks it names (``{"hellaswag": 1000}``; empty: ``limit`` for all). ``ppl_max_tokens``: cap on the
     tokens per perplexity benchmark (None = the whole text), rounded down to whole windows.
     ``data_dir``: offline mirror (None = Hugging Face hub). ``headline`` overrides are labels only and
     do not enter the cache key.
@@ -140,6 +159,7 @@ class EvalSettings:
 
     benchmarks: tuple[str, ...] = BENCHMARKS
     limit: int | None = None
+    limit_per_task: dict[str, int] = field(default_factory=dict)
     ppl_seq_len: int = 2048
     ppl_max_tokens: int | None = None
     batch_size: int = 8
@@ -161,6 +181,18 @@ class EvalSettings:
         unknown = [b for b in self.benchmarks if b not in METRICS]
         if unknown:
             raise InputError(f"unknown benchmark(s): {', '.join(unknown)}")
+        for task, count in self.limit_per_task.items():
+            if task not in self.benchmarks or task not in LM_EVAL_TASKS:
+                raise InputError(
+                    f"--limit-per-task {task}={count}: {task} is not an lm-eval task of --tasks "
+                    f"({', '.join(b for b in self.benchmarks if b in LM_EVAL_TASKS) or 'none'})"
+                )
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InputError(f"--limit-per-task {task}={count}: must be a positive number of documents")
+
+    def task_limit(self, task: str) -> int | None:
+        """Documents of lm-eval task ``task``: its ``limit_per_task`` entry, else ``limit``."""
+        return self.limit_per_task.get(task, self.limit)
 
     def headline_metric(self, benchmark: str) -> str:
         return self.headline.get(benchmark) or default_headline(benchmark)

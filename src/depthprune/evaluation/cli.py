@@ -8,7 +8,13 @@ import time
 from pathlib import Path
 
 from depthprune.errors import InputError
-from depthprune.evaluation.benchmarks import BENCHMARKS, EvalSettings, parse_benchmarks, parse_headline_overrides
+from depthprune.evaluation.benchmarks import (
+    BENCHMARKS,
+    EvalSettings,
+    parse_benchmarks,
+    parse_headline_overrides,
+    parse_limit_per_task,
+)
 from depthprune.paths import eval_cache_dir
 
 log = logging.getLogger(__name__)
@@ -84,6 +90,12 @@ def add_evaluation_args(parser: argparse.ArgumentParser, **defaults) -> None:
         "--limit", type=int, default=defaults.get("limit"), help="first N documents of each lm-eval task (default: all)"
     )
     group.add_argument(
+        "--limit-per-task",
+        action="append",
+        metavar="TASK=N",
+        help="first N documents of this lm-eval task, instead of --limit (repeatable, e.g. hellaswag=1000)",
+    )
+    group.add_argument(
         "--ppl-seq-len",
         type=int,
         default=defaults.get("ppl_seq_len", 2048),
@@ -122,6 +134,7 @@ def settings_from_args(args) -> EvalSettings:
     return EvalSettings(
         benchmarks=parse_benchmarks(args.tasks),
         limit=args.limit,
+        limit_per_task=parse_limit_per_task(getattr(args, "limit_per_task", None)),
         ppl_seq_len=args.ppl_seq_len,
         ppl_max_tokens=args.ppl_max_tokens,
         batch_size=args.batch_size,

@@ -162,7 +162,7 @@ def evaluate_sets(
                             lm,
                             manager,
                             task,
-                            limit=settings.limit,
+                            limit=settings.task_limit(task),
                             bootstrap_iters=settings.bootstrap_iters,
                             task_objects=task_objects,
                         )
@@ -240,6 +240,8 @@ def cache_payload(model_identity: dict, removed, settings: EvalSettings) -> dict
         "settings": {
             "benchmarks": sorted(settings.benchmarks, key=BENCHMARKS.index),
             "limit": settings.limit,
+            # only when set: the cache keys of studies without per-task limits stay as they were
+            **({"limit_per_task": dict(sorted(settings.limit_per_task.items()))} if settings.limit_per_task else {}),
             "ppl_seq_len": settings.ppl_seq_len,
             "ppl_max_tokens": settings.ppl_max_tokens,
             "batch_size": settings.batch_size,

@@ -11,6 +11,7 @@ recorded value: such inputs are as unknown as they are.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,9 +45,21 @@ def evaluation_provenance(raw: dict) -> dict:
     }
 
 
+def searched_here(data: dict) -> bool:
+    """Whether a selection.json records a search of this study: not a set an evaluation-only study
+    took from another study (``source_study``, whose aggregate checked its searches) nor a draw of
+    the random-set control (``random_set``, no computation); evaluation_only.py writes both."""
+    return "source_study" not in data and "random_set" not in data
+
+
 def input_provenance(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> dict[str, dict]:
-    """file -> provenance of every selection.json and of every metrics.csv whose lm_eval.json is beside it."""
-    found = {str(path): selection_provenance(read_json(path)) for path in selection_files}
+    """file -> provenance of every selection.json of a search run here and of every metrics.csv whose
+    lm_eval.json is beside it."""
+    found = {}
+    for path in selection_files:
+        data = read_json(path)
+        if not isinstance(data, dict) or searched_here(data):
+            found[str(path)] = selection_provenance(data if isinstance(data, dict) else {})
     for path in metrics_files:
         raw = Path(path).with_name(RAW_EVALUATION)
         if raw.is_file():
@@ -73,3 +86,34 @@ def check_provenance(selection_files: Sequence[str | Path], metrics_files: Seque
                 f"inputs of mixed provenance ({'; '.join(parts)}): recompute the stale ones, or aggregate "
                 "each computation apart"
             )
+    check_evaluation_settings(metrics_files)
+
+
+def evaluation_settings(raw: dict) -> str:
+    """The settings an evaluation was scored with (its cache key's ``settings``: tasks, documents
+    per task, perplexity windows, ...) as one line of text; "not recorded" where absent."""
+    settings = ((raw.get("depthprune") or {}).get("key") or {}).get("settings")
+    if not settings:
+        return NOT_RECORDED
+    return ", ".join(f"{name}={json.dumps(value, sort_keys=True)}" for name, value in sorted(settings.items()))
+
+
+def check_evaluation_settings(metrics_files: Sequence[str | Path]) -> None:
+    """Rows scored under different evaluation settings (another `evaluation.limit`,
+    `limit_per_task`, task list, ...) never share a table: ValueError naming both settings and files."""
+    groups: dict[str, list[str]] = {}
+    for path in metrics_files:
+        raw = Path(path).with_name(RAW_EVALUATION)
+        if raw.is_file():
+            groups.setdefault(evaluation_settings(read_json(raw)), []).append(str(raw))
+    if len(groups) > 1:
+        parts = []
+        for value, paths in sorted(groups.items(), key=lambda item: -len(item[1])):
+            shown = ", ".join(paths[:SHOWN_FILES]) + (
+                f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
+            )
+            parts.append(f"[{value}] in {len(paths)} file(s): {shown}")
+        raise InputError(
+            f"evaluations scored under different settings ({'; '.join(parts)}): rows from different evaluation "
+            "settings are never mixed in one table; re-evaluate the stale ones, or aggregate each setting apart"
+        )

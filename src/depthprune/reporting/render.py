@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from depthprune.errors import InputError
+from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_report_csv, atomic_write_text
 from depthprune.reporting.aggregate import SAMPLES, load_aggregate
 from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
@@ -44,7 +45,7 @@ from depthprune.reporting.statistics.informative import (
     with_informative_average,
 )
 from depthprune.reporting.statistics.power import evaluation_size, evaluation_size_markdown
-from depthprune.reporting.style import CONTROL_ALGORITHMS
+from depthprune.reporting.style import is_control
 from depthprune.reporting.tables.paper_tables import TABLE_NAMES, build_tables, write_tables
 from depthprune.reporting.verdicts.across_seeds import (
     accuracy_ratio_null_pass,
@@ -153,8 +154,9 @@ def informative_contrast(summary, reps, informative, baselines):
 
 
 def paper_only(frame):
-    """Rows of the paper's seven algorithms (and the dense model), without the controls."""
-    return frame[~frame["algorithm"].isin(CONTROL_ALGORITHMS)]
+    """Rows of the paper's seven algorithms (and the dense model), without the controls (the
+    random-set control's draws among them)."""
+    return frame[~frame["algorithm"].map(is_control).astype(bool)]
 
 
 def render(
@@ -211,7 +213,8 @@ def render(
         return cross_seed
 
     if "figure1" in wanted:
-        written += figure1(agg.selections, out)  # every seed: shade = how often a layer was removed
+        # every seed: shade = how often a layer was removed (the random sets' draws are not cuts a search chose)
+        written += figure1(agg.selections[~agg.selections["algorithm"].map(is_random_set).astype(bool)], out)
     if "figure2" in wanted:
         written += figure2(summary, out)
     if "figure3" in wanted:

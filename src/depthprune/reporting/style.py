@@ -18,6 +18,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from depthprune.calibration.specs import CALIBRATIONS as CALIBRATION_SPECS
+from depthprune.evaluation_only import RANDOM_SET_PREFIX, is_random_set
 from depthprune.io import atomic_path
 from depthprune.search import ALGORITHMS as SEARCHES
 from depthprune.search import STUDY_ALGORITHMS
@@ -95,7 +96,15 @@ def calibration_sort_key(name: str) -> tuple[int, str]:
 
 
 def algorithm_name(name: str) -> str:
+    if is_random_set(name):  # the random-set control's draws: "Random set 03"
+        return f"Random set {name.removeprefix(RANDOM_SET_PREFIX)}"
     return ALGORITHM_NAMES.get(name, name)
+
+
+def is_control(name: str) -> bool:
+    """Not one of the paper's seven searches: a registered control (in_paper False) or a draw of
+    the random-set control (docs/method.md §11); kept out of the statistics behind its claims."""
+    return name in CONTROL_ALGORITHMS or is_random_set(name)
 
 
 def calibration_name(name: str) -> str:
@@ -120,9 +129,14 @@ def calibration_colour(name: str, known: list[str] | None = None) -> str:
     return EXTRA_COLOURS[index % len(EXTRA_COLOURS)]
 
 
+RANDOM_SET_MARKER = "."  # every draw of the random-set control: one marker, one legend entry
+
+
 def algorithm_marker(name: str) -> str:
     """The search's own marker (read from the registry when drawn, so a search registered after this
     module's import is drawn with its marker; filled, search/base.py's check_marker), else an extra one."""
+    if is_random_set(name):
+        return RANDOM_SET_MARKER
     if name in SEARCHES:
         return SEARCHES[name].marker
     return EXTRA_MARKERS[sum(map(ord, name)) % len(EXTRA_MARKERS)]

@@ -14,6 +14,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
+from depthprune.evaluation_only import is_random_set
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
     algorithm_marker,
@@ -80,9 +81,18 @@ def marker_legend(fig, algorithms: list[str], calibrations: list[str] = (), has_
         )
         for c in calibrations
     ]
+    draws = [a for a in algorithms if is_random_set(a)]  # the random-set control: one entry for its draws
+    named = [a for a in algorithms if not is_random_set(a)] + draws[:1]
     handles += [
-        Line2D([], [], linestyle="", marker=algorithm_marker(a), color=LEGEND_MARKER_COLOUR, label=algorithm_name(a))
-        for a in algorithms
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker=algorithm_marker(a),
+            color=LEGEND_MARKER_COLOUR,
+            label=f"Random sets ({len(draws)})" if is_random_set(a) else algorithm_name(a),
+        )
+        for a in named
     ]
     if has_dense:
         handles.append(Line2D([], [], linestyle="", marker="*", color="black", markersize=6, label="Dense"))
