@@ -287,3 +287,21 @@ def test_export_warns_about_a_selection_made_for_another_model(tiny_model_dir, t
         assert main(["export", "--model", str(tiny_model_dir), "--selection", str(selection), "--out", str(out)]) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert f"{selection} was selected on model 'tiny-qwen3-8'; exporting it from 'tiny-llama-8'" in warnings, warnings
+
+
+def test_evaluate_and_export_read_a_selection_with_one_check(tmp_path, caplog):
+    from depthprune.cli_common import read_selection
+
+    selection = tmp_path / "selection.json"
+    selection.write_text(json.dumps({"model": "tiny-llama-8", "removed": [3]}))
+    with caplog.at_level("WARNING"):
+        assert read_selection(selection, "tiny-llama-8")["removed"] == [3]
+        assert not caplog.records
+        read_selection(selection, "tiny-qwen3-8")
+    assert (
+        caplog.records[0].getMessage()
+        == f"{selection} was selected on model 'tiny-llama-8'; evaluating it on 'tiny-qwen3-8'"
+    )
+    selection.write_text(json.dumps(["not", "a", "selection"]))
+    with pytest.raises(KeyError, match="no 'removed' field"):
+        read_selection(selection, "tiny-llama-8")
