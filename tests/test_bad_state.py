@@ -62,7 +62,7 @@ def test_corrupt_memo_is_one_line_naming_it_before_the_model_load(
 def test_memo_opened_later_still_names_the_file(tmp_path):
     memo = tmp_path / "memo.sqlite"
     memo.write_bytes(b"not a database, just bytes " * 8)
-    with pytest.raises(ValueError, match=f"{memo}: not a readable memo SQLite file"):
+    with pytest.raises(ValueError, match=f"{memo}: not a depthprune memo"):
         SqliteMemo(memo, "key", {"x": 1})
 
 

@@ -84,9 +84,9 @@ def test_search_marks_its_workdir_and_recompute_empties_it(tiny_model_dir, data_
     args = search_args(tiny_model_dir, data_dir, prior_path, workdir, tmp_path / "out")
     assert main(args) == 0
     assert (workdir / WORKDIR_MARKER).is_file() and (workdir / "bo_study.sqlite3").is_file()
-    (workdir / "left-by-the-search.tmp").write_text("x")
+    (workdir / "bo_study.sqlite3-journal").write_text("x")  # a side file SQLite leaves when killed
     assert main([args[0], "--recompute", *args[1:]]) == 0
-    assert not (workdir / "left-by-the-search.tmp").exists()
+    assert not (workdir / "bo_study.sqlite3-journal").exists()
     assert json.loads((tmp_path / "out" / "selection.json").read_text())["distinct_evaluations"] == 3
 
 

@@ -149,7 +149,7 @@ def test_unknown_param_is_a_clear_error(tmp_path, capsys):
         "--prior",
         str(prior),
         "--workdir",
-        str(tmp_path),
+        str(tmp_path / "work"),  # its own folder: an output inside the workdir is refused first
         "--out-selection",
         str(tmp_path / "s.json"),
         "--out-trace",

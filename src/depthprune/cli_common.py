@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 
 from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
@@ -28,6 +29,9 @@ def device_option(text: str) -> str:
         if not torch.cuda.is_available():
             raise argparse.ArgumentTypeError(f"{text!r}: CUDA is not available here; use cpu (or auto)")
     return text
+
+
+log = logging.getLogger(__name__)
 
 
 def shared_namespace(**options) -> argparse.Namespace:
@@ -159,6 +163,49 @@ def add_recompute_arg(parser: argparse.ArgumentParser) -> None:
         help="compute everything again without reading this command's cache (memo, evaluation cache, BO "
         "study); the new results replace the cached ones (default: on if DEPTHPRUNE_RECOMPUTE=1)",
     )
+
+
+def model_source_path(spec: str) -> str | None:
+    """The user's file or folder that ``--model`` names (a local folder, a gguf: file), for the check
+    that no output overwrites an input (``io.check_inputs_outputs``); None for a hub id and for
+    tiny: and embedded: specs, whose folders the tool itself makes in --model-cache-dir."""
+    from pathlib import Path
+
+    kind, sep, rest = spec.partition(":")
+    if sep and kind == "gguf":
+        return rest
+    if sep and kind in ("tiny", "embedded"):
+        return None
+    return spec if Path(spec).exists() else None
+
+
+def model_inputs(args) -> dict:
+    """The inputs that the model and calibration options name, for ``io.check_inputs_outputs``."""
+    return {
+        "--model": model_source_path(args.model),
+        "--data-dir": getattr(args, "data_dir", None),
+        "--memo": getattr(args, "memo", None),
+    }
+
+
+def model_name_from_args(args) -> str:
+    """The model's name in outputs: --name, else the spec's short alias (what ``load_model`` names it)."""
+    from depthprune.models.loading import default_name
+
+    return args.name or default_name(args.model)
+
+
+def read_selection(path, model_name: str, applying: str = "evaluating it on") -> dict:
+    """A selection.json, to be applied to the model ``model_name`` (evaluate, export): it must have a
+    'removed' field, and one selected on another model is warned about before anything is loaded."""
+    from depthprune.io import read_json
+
+    selection = read_json(path)
+    if not isinstance(selection, dict) or "removed" not in selection:
+        raise InputError(f"{path}: no 'removed' field (not a selection.json?)")
+    if selection.get("model") not in (None, model_name):
+        log.warning("%s was selected on model %r; %s %r", path, selection["model"], applying, model_name)
+    return selection
 
 
 def load_model_from_args(args):

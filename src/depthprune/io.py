@@ -13,7 +13,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,18 @@ TMP_DIR_SUFFIX = ".tmpdir"
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]:
+def atomic_dir(
+    path: str | os.PathLike, replace: bool = False, before_replace: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
     """Yield a temporary folder next to ``path``; move it onto ``path`` only if the block succeeds.
 
     The one helper for every folder output (exported and converted checkpoints): the result appears
     complete or not at all. ``replace=False``: if ``path`` exists when the block ends (a concurrent
     job finished first), the new folder is dropped and the existing one kept. ``replace=True``: the
     old folder is swapped out by two renames (old -> backup sibling, new -> path) and only then
-    deleted, so at no point is there neither. The caller decides whether replacing is allowed.
+    deleted, so at no point is there neither. The caller decides whether replacing is allowed:
+    ``before_replace(path)`` runs just before the old folder is moved aside, and an exception from it
+    (``OwnedFolder.check_only_ours``: a file appeared that the tool did not write) keeps the old folder.
     Permissions follow the user's umask (mkdtemp creates 0700). Leftovers of a killed run are
     removed by :func:`remove_stale_temporaries`.
     """
@@ -77,6 +82,8 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
         if path.exists() or path.is_symlink():
             if not replace:
                 return
+            if before_replace is not None:
+                before_replace(path)
             backup = Path(
                 tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.old.", suffix=TMP_DIR_SUFFIX, dir=path.parent)
             )
@@ -97,6 +104,101 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
                 shutil.rmtree(leftover, ignore_errors=True)
             else:  # the replaced path was a file (or a link): its backup is one too
                 leftover.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class OwnedFolder:
+    """A folder a command creates and may later empty or replace (a search's workdir, an export).
+
+    It may hold only what that command wrote, so emptying or replacing it never loses a user's file.
+    What the command wrote: the ``marker`` file, entries whose names match ``reserved`` (files made
+    under fixed names, such as the BO study's SQLite side files) and, with ``manifest=True``, the
+    entries the marker lists (JSON, key "files"; written by :meth:`write_manifest`). Any other entry
+    is foreign: the folder is then refused with InputError naming those entries, and nothing in it
+    is deleted.
+    """
+
+    marker: str
+    command: str  # who writes the folder, for the errors: "`depthprune search`"
+    reserved: re.Pattern[str] | None = None
+    manifest: bool = False
+
+    def is_marked(self, folder: str | os.PathLike) -> bool:
+        return (Path(folder) / self.marker).is_file()
+
+    def listed(self, folder: str | os.PathLike) -> set[str] | None:
+        """The entries the marker lists; None without a marker, a manifest or a "files" list."""
+        if not self.manifest:
+            return None
+        try:
+            record = json.loads((Path(folder) / self.marker).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        files = record.get("files") if isinstance(record, dict) else None
+        if not isinstance(files, list) or not all(isinstance(name, str) for name in files):
+            return None
+        return set(files)
+
+    def foreign_entries(self, folder: str | os.PathLike) -> list[str]:
+        """Names of the entries of ``folder`` the command did not write, sorted (a folder ends in /)."""
+        listed = self.listed(folder) or set()
+        return [
+            entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else "")
+            for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name)
+            if not self._written(entry.name, listed)
+        ]
+
+    def _written(self, name: str, listed: set[str]) -> bool:
+        return (
+            name == self.marker
+            or name in listed
+            or (self.reserved is not None and self.reserved.fullmatch(name) is not None)
+        )
+
+    def check_only_ours(
+        self,
+        folder: str | os.PathLike,
+        option: str,
+        doing: str,
+        remedy: str = "move them away or pass another folder",
+    ) -> None:
+        """Raise InputError (one line: ``option``, the folder, the foreign entries) unless ``folder``
+        holds only what the command wrote. ``doing``: what would happen to it ("--recompute would
+        empty this folder")."""
+        foreign = self.foreign_entries(folder)
+        if not foreign:
+            return
+        if not self.is_marked(folder):
+            whose = f"it has no {self.marker} file (not created by {self.command}) and holds"
+        elif self.manifest and self.listed(folder) is None:
+            whose = f"its {self.marker} lists no files (written by an earlier version), so these may not be its own:"
+        else:
+            whose = f"it holds files {self.command} did not write:"
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise InputError(f"{option} {folder}: {doing}, but {whose} {shown}; {remedy}")
+
+    def write_manifest(self, folder: str | os.PathLike, record: Mapping[str, Any] | None = None) -> None:
+        """Write the marker into ``folder`` (complete: call it last), listing every entry now in it."""
+        folder = Path(folder)
+        files = sorted(entry.name for entry in folder.iterdir() if entry.name != self.marker)
+        atomic_write_json(folder / self.marker, {**(record or {}), "files": files})
+
+    def empty(self, folder: str | os.PathLike, option: str, doing: str, keep: Iterable[str] = ()) -> None:
+        """Delete the command's entries of ``folder`` but ``keep`` (and the marker), after
+        :meth:`check_only_ours` found nothing else in it."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            return
+        self.check_only_ours(folder, option, doing)
+        listed = self.listed(folder) or set()
+        for entry in folder.iterdir():
+            # judged again entry by entry: a file that appeared since the check is not ours either
+            if entry.name == self.marker or entry.name in keep or not self._written(entry.name, listed):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 def _apply_umask(folder: Path) -> None:
@@ -297,3 +399,63 @@ def package_versions() -> dict[str, str]:
             except importlib.metadata.PackageNotFoundError:
                 out[name] = "not installed"
     return out
+
+
+PathArgument = str | os.PathLike | Iterable[str | os.PathLike] | None
+
+
+def check_inputs_outputs(
+    inputs: Mapping[str, PathArgument],
+    outputs: Mapping[str, PathArgument],
+    outputs_may_lie_inside: Iterable[str] = (),
+) -> None:
+    """Refuse, before any work, a command line whose outputs would overwrite its inputs.
+
+    ``inputs`` and ``outputs`` map an option ("--memo") to its path, a list of paths (a repeated
+    option) or None (not given). No output may equal, contain or lie inside an input, and no two
+    outputs may equal or contain one another; paths are compared resolved (symlinks followed,
+    relative paths made absolute). ``outputs_may_lie_inside``: input folders whose outputs are meant
+    to lie inside them (aggregate's --results holds results/aggregate). InputError names both options.
+    """
+    allowed_parents = set(outputs_may_lie_inside)
+    given_inputs = list(_named_paths(inputs))
+    given_outputs = list(_named_paths(outputs))
+    for out_option, out_path, out_resolved in given_outputs:
+        for in_option, in_path, in_resolved in given_inputs:
+            if out_resolved == in_resolved:
+                relation = "is the same path as"
+            elif out_resolved in in_resolved.parents:
+                relation = "contains"
+            elif in_resolved in out_resolved.parents and in_option not in allowed_parents:
+                relation = "lies inside"
+            else:
+                continue
+            raise InputError(
+                f"{out_option} {out_path} {relation} {in_option} {in_path} ({in_resolved}): an output must not "
+                f"overwrite an input; pass another {out_option}"
+            )
+    for index, (first_option, first_path, first_resolved) in enumerate(given_outputs):
+        for second_option, second_path, second_resolved in given_outputs[index + 1 :]:
+            if first_resolved == second_resolved:
+                relation = "is the same path as"
+            elif first_resolved in second_resolved.parents:
+                relation = "contains"
+            elif second_resolved in first_resolved.parents:
+                relation = "lies inside"
+            else:
+                continue
+            raise InputError(
+                f"{first_option} {first_path} {relation} {second_option} {second_path} ({second_resolved}): "
+                "one output would overwrite the other; give each output its own path"
+            )
+
+
+def _named_paths(options: Mapping[str, PathArgument]) -> Iterator[tuple[str, str, Path]]:
+    """(option, path as given, path resolved) for every path of ``options``."""
+    for option, value in options.items():
+        if value is None:
+            continue
+        values = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+        for path in values:
+            if path is not None and str(path) != "":
+                yield option, str(path), Path(os.path.realpath(os.path.expanduser(path)))

@@ -85,7 +85,18 @@ def validated(config: dict, base: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     from depthprune import plan as planning
     from depthprune.calibration.sources import DATA_SOURCES
+    from depthprune.io import check_inputs_outputs
 
+    check_inputs_outputs(
+        {
+            "--base": args.base,
+            "--configfile": args.configfile,
+            "--selections": args.selections,
+            "--data-dir": args.data_dir,
+            "--model-cache-dir": args.model_cache_dir,
+        },
+        {"--write-profile": args.write_profile},
+    )
     config = planning.merge(planning.load_config(args.configfile, args.base), overrides(args.config))
     config = validated(config, args.base)
     data_dir = args.data_dir or config.get("data_dir")

@@ -11,10 +11,16 @@ log = logging.getLogger(__name__)
 
 
 def run(args) -> int:
-    from depthprune.cli_common import build_evaluator, check_calibration_inputs, model_layers_without_loading
-    from depthprune.io import parse_layers
+    from depthprune.cli_common import (
+        build_evaluator,
+        check_calibration_inputs,
+        model_inputs,
+        model_layers_without_loading,
+    )
+    from depthprune.io import check_inputs_outputs, parse_layers
     from depthprune.prior import check_some_layer_removable
 
+    check_inputs_outputs({**model_inputs(args), "--items-from": args.items_from}, {"--out": args.out})
     samples = check_calibration_inputs(args)  # bad data or options fail here, before the model load
     n_layers = model_layers_without_loading(args)
     if n_layers is not None:  # else after the load (compute_prior), with what --protect adds

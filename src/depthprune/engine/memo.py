@@ -127,11 +127,38 @@ def memo_error(path: str | Path, err: sqlite3.Error) -> InputError:
     name = getattr(err, "sqlite_errorname", "") or ""
     if Path(path).is_dir():
         return InputError(f"{path}: the memo (option --memo) is a folder; name an SQLite file instead")
+    if name.startswith(_CORRUPT_FILE) and not is_sqlite_file(path):
+        return not_a_memo(path)
     if name.startswith(_CORRUPT_FILE):
-        return InputError(f"{path}: not a readable memo SQLite file ({err}); delete it to start a new memo")
+        return InputError(
+            f"{path}: not a readable memo SQLite file ({err}); if depthprune wrote it, delete it to start a "
+            "new memo, else pass another path as --memo"
+        )
     return InputError(
         f"{path}: I/O error on the memo SQLite file ({err}{', ' + name if name else ''}): check free disk "
         "space, the file size limit (ulimit -f) and permissions; the file itself may be intact, keep it"
+    )
+
+
+# The first 16 bytes of every SQLite database file (https://www.sqlite.org/fileformat.html).
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether ``path`` begins as an SQLite database does (an empty file counts: SQLite makes it one)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except OSError:
+        return False
+    return head in (b"", _SQLITE_HEADER)
+
+
+def not_a_memo(path: str | Path) -> InputError:
+    """A --memo that is some other file (a user's notes.txt): it is no cache, so nothing suggests deleting it."""
+    return InputError(
+        f"{path}: not a depthprune memo (not an SQLite file); --memo names a memo SQLite file that depthprune "
+        "creates and fills: pass another path"
     )
 
 
@@ -140,6 +167,8 @@ def check_memo_file(path: str | Path | None) -> None:
     the model loads (``cli_common.check_calibration_inputs``). A missing file is fine (created)."""
     if path is None or not Path(path).exists():
         return
+    if Path(path).is_file() and not is_sqlite_file(path):
+        raise not_a_memo(path)
     try:
         with contextlib.closing(sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=60)) as db:
             verdict = db.execute("PRAGMA quick_check").fetchone()[0]
@@ -149,7 +178,10 @@ def check_memo_file(path: str | Path | None) -> None:
             return  # a job writing it right now: SqliteMemo waits and retries
         raise memo_error(path, err) from err
     if verdict != "ok":
-        raise InputError(f"{path}: corrupt memo SQLite file ({verdict}); delete it to start a new memo")
+        raise InputError(
+            f"{path}: corrupt memo SQLite file ({verdict}); if depthprune wrote it, delete it to start a new memo, "
+            "else pass another path as --memo"
+        )
     if tables and "losses" not in tables:
         raise InputError(f"{path}: an SQLite file without the memo's tables (option --memo names another file?)")
 

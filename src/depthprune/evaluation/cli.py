@@ -162,8 +162,9 @@ def model_identity(args) -> dict:
 
 def removed_and_labels(args, model_name: str) -> list:
     """(removed set, labels) per set: one per --selection, else one from --removed or neither (dense)."""
+    from depthprune.cli_common import read_selection
     from depthprune.evaluation.run import Labels
-    from depthprune.io import parse_layers, read_json
+    from depthprune.io import parse_layers
 
     if not args.selection:
         removed = parse_layers(args.removed)
@@ -174,12 +175,8 @@ def removed_and_labels(args, model_name: str) -> list:
         )
     sets = []
     for path in args.selection:
-        selection = read_json(path)
-        if "removed" not in selection:
-            raise InputError(f"{path}: no 'removed' field (not a selection.json?)")
+        selection = read_selection(path, model_name)
         removed = parse_layers(selection["removed"])
-        if selection.get("model") not in (None, model_name):
-            log.warning("%s was selected on model %r; evaluating it on %r", path, selection["model"], model_name)
         labels = Labels.for_removed(
             model_name,
             removed,
@@ -238,17 +235,27 @@ def pass_record(name: str, evaluations, seconds: float) -> dict:
 
 
 def main(args) -> int:
-    from depthprune.cli_common import load_model_from_args
+    from depthprune.cli_common import load_model_from_args, model_inputs, model_name_from_args
     from depthprune.evaluation.cache import EvalCache
     from depthprune.evaluation.run import evaluate_removed_sets, write_outputs
-    from depthprune.models.loading import default_name
+    from depthprune.io import check_inputs_outputs
 
     start = time.perf_counter()
+    name = model_name_from_args(args)
+    cache_dir = None if args.no_eval_cache else args.cache_dir or eval_cache_dir(name)
+    check_inputs_outputs(
+        {**model_inputs(args), "--selection": args.selection, "--cache-dir": cache_dir},
+        {
+            "--out-metrics": args.out_metrics,
+            "--out-raw": args.out_raw,
+            "--out-samples": args.out_samples,
+            "--out-pass": args.out_pass,
+        },
+    )
     settings = settings_from_args(args)
-    name = args.name or default_name(args.model)
     sets = removed_and_labels(args, name)
     outputs = outputs_per_set(args, len(sets))
-    cache = None if args.no_eval_cache else EvalCache(args.cache_dir or eval_cache_dir(name))
+    cache = None if cache_dir is None else EvalCache(cache_dir)
     evaluations = evaluate_removed_sets(
         model_identity=model_identity(args),
         # --dense: the dense model rides along, for the cache and the --out-pass record (no files)

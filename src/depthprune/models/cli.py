@@ -5,20 +5,21 @@ from __future__ import annotations
 import logging
 
 from depthprune.errors import InputError
-from depthprune.io import format_layers, parse_layers, read_json
+from depthprune.io import format_layers, parse_layers
 from depthprune.paths import MODEL_CACHE_DIR
 
 log = logging.getLogger(__name__)
 
 
 def removed_from_args(args) -> tuple[int, ...]:
-    """The removed set from ``--selection selection.json`` or ``--removed "3 5 7"``."""
+    """The removed set from ``--selection selection.json`` or ``--removed "3 5 7"`` (a selection made
+    on another model is warned about, as ``evaluate`` does)."""
+    from depthprune.cli_common import model_name_from_args, read_selection
+
     if getattr(args, "selection", None):
         if getattr(args, "removed", None):
             raise InputError("give either --selection or --removed, not both")
-        selection = read_json(args.selection)
-        if "removed" not in selection:
-            raise InputError(f"{args.selection}: no 'removed' field")
+        selection = read_selection(args.selection, model_name_from_args(args), applying="exporting it from")
         return parse_layers(selection["removed"])
     return parse_layers(getattr(args, "removed", None))
 
@@ -29,9 +30,11 @@ def run_prepare(args) -> int:
 
     from transformers import AutoConfig
 
-    from depthprune.io import atomic_write_json
+    from depthprune.cli_common import model_source_path
+    from depthprune.io import atomic_write_json, check_inputs_outputs
     from depthprune.models.loading import resolve_local
 
+    check_inputs_outputs({"--model": model_source_path(args.model)}, {"--out": args.out})
     path = resolve_local(args.model, args.model_cache_dir)  # a clear error at once if offline
     if not Path(path).exists():  # a hub id: fetch it once so parallel jobs do not race to download
         from huggingface_hub import snapshot_download
@@ -55,9 +58,11 @@ def run_prepare(args) -> int:
 
 
 def run_export(args) -> int:
-    from depthprune.cli_common import load_model_from_args
+    from depthprune.cli_common import load_model_from_args, model_inputs
+    from depthprune.io import check_inputs_outputs
     from depthprune.models.pruning import check_export_target, export_pruned, remove_blocks
 
+    check_inputs_outputs({**model_inputs(args), "--selection": args.selection}, {"--out": args.out})
     removed = removed_from_args(args)
     check_export_target(args.out, args.overwrite)  # before the model load, not after
     loaded = load_model_from_args(args)
@@ -86,6 +91,6 @@ def register(subparsers) -> None:
     export.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace --out even if it is not a previous export (never the current folder)",
+        help="replace --out and everything in it even if export did not write it (never the current folder)",
     )
     export.set_defaults(func=run_export)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -10,8 +11,9 @@ from torch import nn
 
 from depthprune.budgets import PROTECT_MODES, protected_blocks  # noqa: F401  (re-exported: the search space)
 from depthprune.errors import InputError
-from depthprune.io import atomic_write_json, format_layers, parse_layers
+from depthprune.io import OwnedFolder, format_layers, parse_layers
 from depthprune.models.families import family_for
+from depthprune.models.fingerprint import FINGERPRINT_FILE
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +70,26 @@ def _original_indices(already_removed, original_depth: int) -> list[int]:
     return [i for i in range(original_depth) if i not in gone]
 
 
-EXPORT_MARKER = "depthprune.json"  # written into every export; marks a folder export may replace
+EXPORT_MARKER = "depthprune.json"  # written into every export, last: the removed layers and the files written
+# An export holds only what export wrote (the marker lists it), so replacing a previous export loses
+# nothing; a file the user added inside is named and the export refused (io.OwnedFolder).
+# Beside them, the fingerprint cache that loading the export (evaluate) writes into it.
+EXPORT_FOLDER = OwnedFolder(
+    marker=EXPORT_MARKER,
+    command="`depthprune export`",
+    reserved=re.compile(re.escape(FINGERPRINT_FILE)),
+    manifest=True,
+)
+_REPLACING = "export would replace this folder"
+_REMEDY = "move them away, choose another folder or pass --overwrite to replace it all"
 
 
 def check_export_target(out_dir: str | Path, overwrite: bool = False) -> Path:
     """Refuse to replace anything ``export`` did not create (checked before any model is loaded).
 
-    An empty or missing folder is fine; so is a previous export (it holds ``depthprune.json``). Any
-    other existing path needs ``--overwrite``; the current folder or one of its parents never.
+    A missing or empty folder is fine; so is a previous export holding only the files it lists in
+    ``depthprune.json``. Anything else needs ``--overwrite``; the current folder or one of its
+    parents never.
     """
     out_dir = Path(out_dir)
     resolved = out_dir.resolve()
@@ -88,12 +102,19 @@ def check_export_target(out_dir: str | Path, overwrite: bool = False) -> Path:
         if overwrite:
             return out_dir
         raise InputError(f"--out {out_dir}: exists and is not a folder; pass --overwrite to replace it")
-    if overwrite or not any(out_dir.iterdir()) or (out_dir / EXPORT_MARKER).is_file():
-        return out_dir
-    raise InputError(
-        f"--out {out_dir}: folder exists, is not empty and is not a previous export (no {EXPORT_MARKER}); "
-        "choose another folder or pass --overwrite to replace it"
-    )
+    if not overwrite:
+        check_only_export(out_dir)
+    return out_dir
+
+
+def check_only_export(out_dir: Path) -> None:
+    """InputError naming every entry of ``out_dir`` that a previous export did not write."""
+    if not EXPORT_FOLDER.is_marked(out_dir) and any(out_dir.iterdir()):
+        raise InputError(
+            f"--out {out_dir}: folder exists, is not empty and is not a previous export (no {EXPORT_MARKER}); "
+            "choose another folder or pass --overwrite to replace it"
+        )
+    EXPORT_FOLDER.check_only_ours(out_dir, "--out", _REPLACING, _REMEDY)
 
 
 def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path, overwrite: bool = False) -> Path:
@@ -105,7 +126,8 @@ def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path, overwrite: b
     from depthprune.io import atomic_dir
 
     out_dir = check_export_target(out_dir, overwrite)
-    with atomic_dir(out_dir, replace=True) as tmp:
+    # Checked again just before the swap: a file put into the old export while the model was saved.
+    with atomic_dir(out_dir, replace=True, before_replace=None if overwrite else check_only_export) as tmp:
         # A model loaded from GGUF carries a quantizer and quantization_config that describe the
         # GGUF file, not these (dequantised) weights; saving them would make the checkpoint unloadable.
         if getattr(model, "hf_quantizer", None) is not None:
@@ -114,8 +136,7 @@ def export_pruned(model: nn.Module, tokenizer, out_dir: str | Path, overwrite: b
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        atomic_write_json(
-            tmp / EXPORT_MARKER,
-            {"removed_layers": list(getattr(model.config, "depthprune_removed_layers", []) or [])},
+        EXPORT_FOLDER.write_manifest(
+            tmp, {"removed_layers": list(getattr(model.config, "depthprune_removed_layers", []) or [])}
         )
     return out_dir

@@ -133,6 +133,7 @@ def register(subparsers) -> None:
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
+    from depthprune.io import check_inputs_outputs
     from depthprune.reporting.aggregate import (
         aggregate,
         collect_samples,
@@ -142,7 +143,19 @@ def run_aggregate(args: argparse.Namespace) -> int:
         write_samples,
     )
 
-    if args.selections is not None or args.metrics is not None:
+    explicit = args.selections is not None or args.metrics is not None
+    check_inputs_outputs(
+        {
+            "--results": None if explicit else args.results,
+            "--selections": args.selections,
+            "--metrics": args.metrics,
+            "--samples": args.samples,
+            "--base-aggregate": args.base_aggregate,
+        },
+        {"--out": args.out},
+        outputs_may_lie_inside=["--results"],  # results/aggregate, the default
+    )
+    if explicit:
         selection_files, metrics_files = list(args.selections or []), list(args.metrics or [])
         sample_files = list(args.samples or [])
         origin = "the --selections/--metrics lists"
@@ -193,8 +206,11 @@ def parse_seed(text: str) -> int:
 
 
 def run_render(args: argparse.Namespace) -> int:
+    from depthprune.io import check_inputs_outputs
     from depthprune.reporting.render import parse_only, render
 
+    # Figures and tables are files written beside, never over, the aggregate's: --out may be a sub-folder.
+    check_inputs_outputs({"--aggregate": args.aggregate}, {"--out": args.out}, outputs_may_lie_inside=["--aggregate"])
     written = render(
         args.aggregate,
         args.out,
@@ -210,16 +226,28 @@ def run_render(args: argparse.Namespace) -> int:
 
 
 def run_calibration_size(args: argparse.Namespace) -> int:
+    from depthprune.io import check_inputs_outputs
     from depthprune.reporting.calibration_size import render_calibration_size
 
+    # Figures and tables are files written beside, never over, the aggregate's: --out may be a sub-folder.
+    check_inputs_outputs({"--aggregate": args.aggregate}, {"--out": args.out}, outputs_may_lie_inside=["--aggregate"])
     written = render_calibration_size(args.aggregate, args.out)
     print(f"calibration-size: {len(written)} files -> {args.out}")
     return 0
 
 
 def run_results_page(args: argparse.Namespace) -> int:
-    from depthprune.reporting.pages.results_page import DEFAULT_STUDIES, write_results_page
+    from pathlib import Path
 
-    path = write_results_page(args.repo, args.out, tuple(args.studies or DEFAULT_STUDIES))
+    from depthprune.io import check_inputs_outputs
+    from depthprune.reporting.pages.results_page import DEFAULT_STUDIES, PAGE, write_results_page
+
+    studies = tuple(args.studies or DEFAULT_STUDIES)
+    check_inputs_outputs(
+        {"--repo": args.repo, "--studies": [Path(args.repo) / study for study in studies]},
+        {"--out": args.out or Path(args.repo) / PAGE},
+        outputs_may_lie_inside=["--repo"],  # docs/results.md, the default
+    )
+    path = write_results_page(args.repo, args.out, studies)
     print(f"results-page: {path}")
     return 0

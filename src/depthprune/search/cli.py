@@ -21,11 +21,12 @@ from depthprune.cli_common import (
     calibration_setup,
     check_calibration_inputs,
     load_model_from_args,
+    model_inputs,
     protected_from_args,
     token_budget,
 )
 from depthprune.errors import InputError
-from depthprune.io import format_layers
+from depthprune.io import check_inputs_outputs, format_layers
 from depthprune.prior import check_prior, load_prior
 from depthprune.search import ALGORITHMS, get_algorithm
 from depthprune.search.base import validate_budget
@@ -122,6 +123,11 @@ def expected_prior_record(args: argparse.Namespace, setup, n_layers: int) -> dic
 def run(args: argparse.Namespace) -> int:
     from depthprune.search.runner import WORKDIR_LOCK, WORKDIR_MARKER, workdir_lock
 
+    # Before the workdir is touched: no output may overwrite an input or the other output.
+    check_inputs_outputs(
+        {**model_inputs(args), "--prior": args.prior, "--workdir": args.workdir},
+        {"--out-selection": args.out_selection, "--out-trace": args.out_trace},
+    )
     # First of all: a second process on this workdir (an orphaned job of a killed Snakemake still
     # running, say) fails at once instead of sharing its BO study or deleting it (--recompute).
     lock = Path(args.workdir) / WORKDIR_LOCK

@@ -18,8 +18,14 @@ import numpy as np
 import pandas as pd
 
 from depthprune import locking
-from depthprune.errors import InputError
-from depthprune.io import atomic_write_csv, atomic_write_json, format_layers, package_versions, parse_layers
+from depthprune.io import (
+    OwnedFolder,
+    atomic_write_csv,
+    atomic_write_json,
+    format_layers,
+    package_versions,
+    parse_layers,
+)
 from depthprune.progress import Progress
 from depthprune.search import get_algorithm
 from depthprune.search.base import (
@@ -43,12 +49,17 @@ def workdir_lock(workdir: str | Path):
     return locking.exclusive(Path(workdir) / WORKDIR_LOCK, f"search workdir {workdir}")
 
 
-# Written into a workdir the search created (or found empty): only a folder carrying it may be
-# emptied by --recompute, so `--workdir .` or a typo never deletes the user's files.
+# Written into a workdir the search created (or found empty): it marks the folder as the search's own.
 WORKDIR_MARKER = "depthprune-workdir"
-# What a search leaves in its workdir (the lock, the BO study, SQLite's side files): a folder
-# holding nothing else is a workdir of a search from before the marker existed.
-_WORKDIR_ENTRY = re.compile(rf"^({re.escape(WORKDIR_LOCK)}|bo_study\.sqlite3(\.lock|-journal|-wal|-shm)?)$")
+# What a search writes into its workdir, under names it reserves (the lock, the BO study, SQLite's
+# side files). --recompute deletes only these, and refuses a folder holding anything else: a marked
+# workdir the user has since put a file in, or `--workdir .`. A folder holding nothing else but no
+# marker is a workdir of a search from before the marker existed.
+WORKDIR = OwnedFolder(
+    marker=WORKDIR_MARKER,
+    command="`depthprune search`",
+    reserved=re.compile(rf"{re.escape(WORKDIR_LOCK)}|bo_study\.sqlite3(\.lock|-journal|-wal|-shm)?"),
+)
 
 
 def claim_workdir(workdir: str | Path) -> None:
@@ -56,11 +67,13 @@ def claim_workdir(workdir: str | Path) -> None:
     search's files); a folder with other files stays unmarked, so --recompute will refuse it."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    if (workdir / WORKDIR_MARKER).is_file():
+    if WORKDIR.is_marked(workdir):
         return
-    if all(_WORKDIR_ENTRY.match(entry.name) for entry in workdir.iterdir()):
+    if not WORKDIR.foreign_entries(workdir):
         (workdir / WORKDIR_MARKER).write_text(
-            "scratch folder of `depthprune search`; --recompute empties it\n", encoding="utf-8"
+            "scratch folder of `depthprune search`; --recompute deletes the search's files in it, and "
+            "refuses to run while it holds any other file\n",
+            encoding="utf-8",
         )
 
 
@@ -68,28 +81,15 @@ def clear_workdir(workdir: str | Path) -> None:
     """Delete a search's scratch state (``--recompute``), keeping the lock file this process holds:
     deleted, the next process would create and lock a new file under the same name beside us.
 
-    Only a folder the search created is emptied (it holds ``WORKDIR_MARKER``, or nothing but the
-    search's own files); any other folder is refused with ValueError before anything is deleted.
+    Only the search's own files are deleted; a folder holding any other file is refused with
+    ValueError naming them, before anything is deleted (``io.OwnedFolder``).
     """
-    import shutil
-
-    workdir = Path(workdir)
-    if not workdir.is_dir():
-        return
-    entries = list(workdir.iterdir())
-    if not (workdir / WORKDIR_MARKER).is_file() and not all(_WORKDIR_ENTRY.match(e.name) for e in entries):
-        raise InputError(
-            f"--workdir {workdir}: --recompute would empty this folder, but it was not created by "
-            f"`depthprune search` (no {WORKDIR_MARKER} file) and holds other files; "
-            "pass a folder of its own as --workdir"
-        )
-    for entry in entries:
-        if entry.name in (WORKDIR_LOCK, WORKDIR_MARKER):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+    WORKDIR.empty(
+        workdir,
+        "--workdir",
+        "--recompute would empty this folder",
+        keep=(WORKDIR_LOCK,),
+    )
 
 
 @dataclass
