@@ -149,7 +149,8 @@ def model_identity(args) -> dict:
 def removed_and_labels(args, model_name: str) -> list:
     """(removed set, labels) per set: one per --selection, else one from --removed or neither (dense)."""
     from depthprune.evaluation.run import Labels
-    from depthprune.io import parse_layers, read_json
+    from depthprune.io import parse_layers
+    from depthprune.results_schema import read_selection_json
 
     if not args.selection:
         removed = parse_layers(args.removed)
@@ -160,9 +161,7 @@ def removed_and_labels(args, model_name: str) -> list:
         )
     sets = []
     for path in args.selection:
-        selection = read_json(path)
-        if "removed" not in selection:
-            raise KeyError(f"{path}: no 'removed' field (not a selection.json?)")
+        selection = read_selection_json(path, required=("removed",))
         removed = parse_layers(selection["removed"])
         if selection.get("model") not in (None, model_name):
             log.warning("%s was selected on model %r; evaluating it on %r", path, selection["model"], model_name)

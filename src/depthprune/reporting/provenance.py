@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from depthprune.io import read_json
+from depthprune.results_schema import read_evaluation_record, read_selection_json
 
 FIELDS = ("dtype", "scoring_version", "torch")
 RAW_EVALUATION = "lm_eval.json"  # written by `depthprune evaluate --out-raw` next to metrics.csv
@@ -45,11 +45,11 @@ def evaluation_provenance(raw: dict) -> dict:
 
 def input_provenance(selection_files: Sequence[str | Path], metrics_files: Sequence[str | Path]) -> dict[str, dict]:
     """file -> provenance of every selection.json and of every metrics.csv whose lm_eval.json is beside it."""
-    found = {str(path): selection_provenance(read_json(path)) for path in selection_files}
+    found = {str(path): selection_provenance(read_selection_json(path)) for path in selection_files}
     for path in metrics_files:
         raw = Path(path).with_name(RAW_EVALUATION)
         if raw.is_file():
-            found[str(raw)] = evaluation_provenance(read_json(raw))
+            found[str(raw)] = evaluation_provenance(read_evaluation_record(raw))
     return found
 
 
