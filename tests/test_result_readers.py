@@ -264,3 +264,32 @@ def test_every_committed_result_file_is_accepted():
     assert len(tables) > 50
     for path in tables:
         read_report_rows(path)
+
+
+def test_snakemake_figures_refuses_a_truncated_aggregate(tmp_path):
+    """`snakemake figures` over an aggregate whose metrics.csv is cut in half fails, the render's one
+    line naming the file (it passed before: the render never read that table)."""
+    import subprocess
+    import sys
+
+    clone = tmp_path / "repo"
+    clone.mkdir()
+    for name in ("Snakefile", "config.yaml", "config", "workflow", "envs"):
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, clone / name)
+    shutil.copytree(REPO / "results" / "aggregate", tmp_path / "results" / "aggregate")
+    path = tmp_path / "results" / "aggregate" / "metrics.csv"
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    config = [f"results_dir={tmp_path / 'results'}", f"figures_dir={tmp_path / 'figures'}", f"logs_dir={tmp_path}/logs"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "figures", "--config", *config],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert f"depthprune render: error: {path}: differs from its twin metrics.parquet" in output, output
+    assert not (tmp_path / "figures" / "figure1.png").exists()
