@@ -97,7 +97,21 @@ def test_run_missing_a_task_its_settings_name_is_refused(tmp_path, capsys):
     path.write_text("".join(line for line in lines if ",boolq," not in line))
     assert aggregate(root, tmp_path / "aggregate") == 2
     (line,) = errors(capsys)
-    assert f"{path}: lacks boolq, which its evaluation's settings (lm_eval.json beside it) name" in line
+    assert f"{path}: lacks boolq, which the evaluation settings (lm_eval.json beside it) name" in line
+
+
+def test_run_without_its_own_record_is_judged_by_its_models_other_runs(tmp_path, capsys):
+    """The committed runs keep no lm_eval.json: a search run's metrics.csv cut at a line boundary is
+    judged by the benchmarks the dense model's evaluation of the same study recorded."""
+    root = small_study(tmp_path)
+    path = root / "smollm2-135m" / "ppl_c4" / "seed1" / "M7" / "beam" / "metrics.csv"
+    assert not path.with_name("lm_eval.json").exists()
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-4]))  # its last four rows gone, every line complete
+    assert aggregate(root, tmp_path / "aggregate") == 2
+    (line,) = errors(capsys)
+    raw = root / "smollm2-135m" / "dense" / "lm_eval.json"
+    assert f"{path}: lacks arc_challenge acc_norm, piqa, boolq, which the evaluation settings ({raw}, of" in line
 
 
 def test_run_missing_the_headline_metric_its_settings_name_is_refused(tmp_path):

@@ -196,19 +196,24 @@ def read_metrics(path: Path) -> pd.DataFrame:
         frame[col] = pd.to_numeric(frame[col])  # results_schema checked that each is a number (or empty)
     frame["budget"] = frame["budget"].astype(int)
     frame["headline"] = frame["headline"].map(lambda v: str(v).strip().lower() in TRUE_TEXT)
-    check_tasks(path, frame)
+    own = recorded_tasks(path)
+    if own is not None:
+        check_tasks(path, frame, *own)
     return frame
 
 
-def check_tasks(path: Path, frame: pd.DataFrame) -> None:
-    """A run's metrics.csv must hold every benchmark its evaluation's settings named, with the headline
-    metric chosen for it (recorded in the lm_eval.json written beside it; a metrics.csv without one is
-    not judged here): a metrics.csv cut at a line boundary, or a partial evaluation, would otherwise
-    enter the aggregate as a run without those benchmarks (NaN averages, no error)."""
-    raw = Path(path).with_name(RAW_EVALUATION)
-    if not raw.is_file():
-        return
-    named = evaluated_benchmarks(read_evaluation_record(raw))
+def recorded_tasks(metrics_path: Path) -> tuple[Path, dict[str, str | None]] | None:
+    """(lm_eval.json, benchmark -> headline metric) of the evaluation that wrote ``metrics_path``, from
+    the lm_eval.json beside it; None without one."""
+    raw = Path(metrics_path).with_name(RAW_EVALUATION)
+    return (raw, evaluated_benchmarks(read_evaluation_record(raw))) if raw.is_file() else None
+
+
+def check_tasks(path: Path, frame: pd.DataFrame, raw: Path, named: Mapping[str, str | None]) -> None:
+    """A run's metrics.csv must hold every benchmark its evaluation's settings named (``named``,
+    recorded in ``raw``), with the headline metric chosen for it: a metrics.csv cut at a line
+    boundary, or a partial evaluation, would otherwise enter the aggregate as a run without those
+    benchmarks (NaN averages, no error)."""
     present = set(zip(frame["benchmark"], frame["metric"]))
     benchmarks = {benchmark for benchmark, _ in present}
     missing = [
@@ -217,10 +222,30 @@ def check_tasks(path: Path, frame: pd.DataFrame) -> None:
         if benchmark not in benchmarks or (metric is not None and (benchmark, metric) not in present)
     ]
     if missing:
+        where = f"{raw.name} beside it" if raw.parent == Path(path).parent else f"{raw}, of the same model"
         raise ValueError(
-            f"{path}: lacks {', '.join(missing)}, which its evaluation's settings ({raw.name} beside it) name "
+            f"{path}: lacks {', '.join(missing)}, which the evaluation settings ({where}) name "
             "(cut off or partial; run the evaluation again)"
         )
+
+
+def check_runs_without_a_record(frames: Sequence[tuple[Path, pd.DataFrame]]) -> None:
+    """A run whose evaluation left no lm_eval.json beside its metrics.csv (the committed runs keep only
+    their small files) is judged by the settings its model's other evaluations recorded, where they
+    all record the same: one study evaluates every run of a model with one `evaluation` section."""
+    recorded: dict[str, dict[str, tuple[Path, dict]]] = {}
+    for path, frame in frames:
+        own = recorded_tasks(path)
+        if own is not None:
+            for model in set(frame["model"]):
+                recorded.setdefault(model, {})[json.dumps(own[1], sort_keys=True)] = own
+    for path, frame in frames:
+        if Path(path).with_name(RAW_EVALUATION).is_file():
+            continue  # judged by its own record (read_metrics)
+        for model in sorted(set(frame["model"])):
+            settings = list(recorded.get(model, {}).values())
+            if len(settings) == 1:
+                check_tasks(path, frame[frame["model"] == model], *settings[0])
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -307,11 +332,9 @@ def _selections_frame(paths: list[Path]) -> pd.DataFrame:
 
 
 def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
-    frames = []
-    for path in paths:
-        frame = read_metrics(path)
-        frame["source"] = str(path)
-        frames.append(frame)
+    read = [(path, read_metrics(path)) for path in paths]
+    check_runs_without_a_record(read)
+    frames = [frame.assign(source=str(path)) for path, frame in read]
     if not frames:
         return pd.DataFrame(columns=METRICS_COLUMNS + ["source"])
     metrics = pd.concat(frames, ignore_index=True)
