@@ -198,11 +198,9 @@ def model_name_from_args(args) -> str:
 def read_selection(path, model_name: str, applying: str = "evaluating it on") -> dict:
     """A selection.json, to be applied to the model ``model_name`` (evaluate, export): it must have a
     'removed' field, and one selected on another model is warned about before anything is loaded."""
-    from depthprune.io import read_json
+    from depthprune.results_schema import read_selection_json
 
-    selection = read_json(path)
-    if not isinstance(selection, dict) or "removed" not in selection:
-        raise InputError(f"{path}: no 'removed' field (not a selection.json?)")
+    selection = read_selection_json(path, required=("removed",))
     if selection.get("model") not in (None, model_name):
         log.warning("%s was selected on model %r; %s %r", path, selection["model"], applying, model_name)
     return selection

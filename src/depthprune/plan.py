@@ -259,9 +259,9 @@ def engine_block_fraction(selections_csv: str | Path = "results/aggregate/select
     path = Path(selections_csv)
     if not path.is_file():
         return {}
-    import pandas as pd
+    from depthprune.results_schema import AGGREGATE_SELECTIONS, read_csv
 
-    frame = pd.read_csv(path)
+    frame = read_csv(path, AGGREGATE_SELECTIONS)
     naive = frame["distinct_evaluations"] * (frame["n_layers"] - frame["budget"])
     frame = frame.assign(naive=naive)
     sums = frame.groupby("algorithm")[["blocks_run", "naive"]].sum()

@@ -13,8 +13,9 @@ import numpy as np
 
 from depthprune.calibration.variants import parse_label
 from depthprune.errors import InputError
-from depthprune.io import package_versions, parse_layers, read_json
+from depthprune.io import package_versions, parse_layers
 from depthprune.progress import Progress
+from depthprune.results_schema import read_prior_json
 
 log = logging.getLogger(__name__)
 
@@ -183,9 +184,7 @@ def check_some_layer_removable(n_layers: int, protected) -> None:
 
 
 def load_prior(path: str | Path, calibration: str) -> dict[str, Any]:
-    prior = read_json(path)
-    if "scores" not in prior:
-        raise InputError(f'{path}: no "scores" field (expected the output of `depthprune prior`)')
+    prior = read_prior_json(path)
     if prior.get("calibration") not in (None, calibration):
         raise InputError(
             f"{path}: prior computed for calibration {prior['calibration']!r}, search asks for {calibration!r}"

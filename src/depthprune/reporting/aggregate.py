@@ -31,18 +31,30 @@ from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
 from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
-from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers, read_json
+from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers
 from depthprune.paths import search_file_globs
-from depthprune.reporting.provenance import check_provenance
+from depthprune.reporting.provenance import RAW_EVALUATION, check_provenance
+from depthprune.results_schema import (
+    AGGREGATE_TABLE_SCHEMAS,
+    RUN_KEY_COLUMNS,
+    RUN_METRICS,
+    RUN_SAMPLES,
+    TRUE_TEXT,
+    check_table_files,
+    evaluated_benchmarks,
+    read_csv,
+    read_evaluation_record,
+    read_parquet,
+    read_selection_json,
+)
 
 log = logging.getLogger(__name__)
 
-KEY = ["model", "calibration", "budget", "algorithm"]
+KEY = list(RUN_KEY_COLUMNS)
 # Several seeds (config `seeds:`) give one run per KEY and seed; analyses work on one seed at a time.
 RUN_KEY = KEY + ["seed"]
 SEED_DIR = re.compile(r"^seed(\d+)$")
 
-SELECTION_REQUIRED = KEY + ["removed", "n_layers"]
 SUMMARY_SELECTION_COLUMNS = [
     "removed",
     "n_layers",
@@ -147,12 +159,7 @@ def assign_seeds(frame: pd.DataFrame, selections: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_selection(path: Path) -> dict:
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: selection.json must hold a JSON object")
-    missing = [k for k in SELECTION_REQUIRED if k not in data]
-    if missing:
-        raise InputError(f"{path}: selection.json lacks {', '.join(missing)}")
+    data = read_selection_json(path)
     row = {col: data.get(col) for col in SELECTION_COLUMNS}
     row["removed"] = format_layers(parse_layers(data["removed"]))
     row["budget"] = int(data["budget"])
@@ -174,36 +181,72 @@ def read_selection(path: Path) -> dict:
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: file not found")
+    """One run's metrics.csv (results_schema.RUN_METRICS: complete rows, a number in every value) as
+    the contract columns, every benchmark its lm_eval.json beside it names included (check_tasks)."""
     text_columns = dict.fromkeys(("model", "calibration", "algorithm", "removed", "benchmark", "metric"), str)
-    try:
-        frame = pd.read_csv(
-            path, dtype=text_columns, keep_default_na=False, na_values={"value": [""], "stderr": [""], "n": [""]}
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: not a readable CSV ({err})") from err
-    missing = [c for c in METRICS_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"{path}: metrics.csv lacks columns {', '.join(missing)}")
+    frame = read_csv(
+        path,
+        RUN_METRICS,
+        dtype=text_columns,
+        keep_default_na=False,
+        na_values={"value": [""], "stderr": [""], "n": [""]},
+    )
     frame = frame[METRICS_COLUMNS].copy()
     frame["removed"] = frame["removed"].map(lambda s: format_layers(parse_layers(s)))
     for col in ("budget", "value", "stderr", "n"):
-        frame[col] = pd.to_numeric(frame[col], errors="coerce")
-    if frame["budget"].isna().any():
-        raise InputError(f"{path}: non-numeric budget")
+        frame[col] = pd.to_numeric(frame[col])  # results_schema checked that each is a number (or empty)
     frame["budget"] = frame["budget"].astype(int)
-    frame["headline"] = frame["headline"].map(lambda v: _parse_bool(v, path))
+    frame["headline"] = frame["headline"].map(lambda v: str(v).strip().lower() in TRUE_TEXT)
+    own = recorded_tasks(path)
+    if own is not None:
+        check_tasks(path, frame, *own)
     return frame
 
 
-def _parse_bool(value, path: Path) -> bool:
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    raise InputError(f"{path}: headline must be true/false, got {value!r}")
+def recorded_tasks(metrics_path: Path) -> tuple[Path, dict[str, str | None]] | None:
+    """(lm_eval.json, benchmark -> headline metric) of the evaluation that wrote ``metrics_path``, from
+    the lm_eval.json beside it; None without one."""
+    raw = Path(metrics_path).with_name(RAW_EVALUATION)
+    return (raw, evaluated_benchmarks(read_evaluation_record(raw))) if raw.is_file() else None
+
+
+def check_tasks(path: Path, frame: pd.DataFrame, raw: Path, named: Mapping[str, str | None]) -> None:
+    """A run's metrics.csv must hold every benchmark its evaluation's settings named (``named``,
+    recorded in ``raw``), with the headline metric chosen for it: a metrics.csv cut at a line
+    boundary, or a partial evaluation, would otherwise enter the aggregate as a run without those
+    benchmarks (NaN averages, no error)."""
+    present = set(zip(frame["benchmark"], frame["metric"]))
+    benchmarks = {benchmark for benchmark, _ in present}
+    missing = [
+        benchmark if metric is None or benchmark not in benchmarks else f"{benchmark} {metric}"
+        for benchmark, metric in named.items()
+        if benchmark not in benchmarks or (metric is not None and (benchmark, metric) not in present)
+    ]
+    if missing:
+        where = f"{raw.name} beside it" if raw.parent == Path(path).parent else f"{raw}, of the same model"
+        raise InputError(
+            f"{path}: lacks {', '.join(missing)}, which the evaluation settings ({where}) name "
+            "(cut off or partial; run the evaluation again)"
+        )
+
+
+def check_runs_without_a_record(frames: Sequence[tuple[Path, pd.DataFrame]]) -> None:
+    """A run whose evaluation left no lm_eval.json beside its metrics.csv (the committed runs keep only
+    their small files) is judged by the settings its model's other evaluations recorded, where they
+    all record the same: one study evaluates every run of a model with one `evaluation` section."""
+    recorded: dict[str, dict[str, tuple[Path, dict]]] = {}
+    for path, frame in frames:
+        own = recorded_tasks(path)
+        if own is not None:
+            for model in set(frame["model"]):
+                recorded.setdefault(model, {})[json.dumps(own[1], sort_keys=True)] = own
+    for path, frame in frames:
+        if Path(path).with_name(RAW_EVALUATION).is_file():
+            continue  # judged by its own record (read_metrics)
+        for model in sorted(set(frame["model"])):
+            settings = list(recorded.get(model, {}).values())
+            if len(settings) == 1:
+                check_tasks(path, frame[frame["model"] == model], *settings[0])
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -290,11 +333,9 @@ def _selections_frame(paths: list[Path]) -> pd.DataFrame:
 
 
 def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
-    frames = []
-    for path in paths:
-        frame = read_metrics(path)
-        frame["source"] = str(path)
-        frames.append(frame)
+    read = [(path, read_metrics(path)) for path in paths]
+    check_runs_without_a_record(read)
+    frames = [frame.assign(source=str(path)) for path, frame in read]
     if not frames:
         return pd.DataFrame(columns=METRICS_COLUMNS + ["source"])
     metrics = pd.concat(frames, ignore_index=True)
@@ -405,12 +446,7 @@ def collect_samples(paths: Sequence[str | Path], selections: pd.DataFrame | None
     """Concatenate per-run samples.parquet files (written by ``depthprune evaluate --out-samples``)."""
     frames = []
     for path in map(Path, paths):
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: samples file not found")
-        try:
-            frames.append(pd.read_parquet(path).assign(source=str(path)))
-        except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
-            raise InputError(f"{path}: not a readable Parquet file ({err})") from err
+        frames.append(read_parquet(path, RUN_SAMPLES).assign(source=str(path)))
     if not frames:
         return pd.DataFrame(columns=SAMPLES_COLUMNS + ["seed"])
     out = pd.concat(frames, ignore_index=True)
@@ -449,41 +485,28 @@ def write_aggregate(agg: Aggregate, out_dir: str | Path) -> list[Path]:
 
 
 def load_aggregate(aggregate_dir: str | Path, tables: Iterable[str] = AGGREGATE_TABLES) -> Aggregate:
-    """Read the Parquet aggregate (exact dtypes); a missing or unreadable file is an error naming it."""
+    """Read the Parquet aggregate (exact dtypes) through results_schema: a missing, cut or unreadable
+    file, or a CSV twin that differs from its Parquet, is an error naming it. The tables not asked
+    for are validated too where their files exist (their frames are left empty)."""
     root = Path(aggregate_dir)
-    required = {
-        "selections": SELECTION_REQUIRED,
-        "metrics": METRICS_COLUMNS,
-        "summary": KEY + ["removed", "avg_perplexity", "avg_accuracy", *PERPLEXITY_COLUMNS, *ACCURACY_COLUMNS],
-    }
     frames = {}
     for name in AGGREGATE_TABLES:
         if name not in tables:
+            check_table_files(root, name, AGGREGATE_TABLE_SCHEMAS[name])
             frames[name] = pd.DataFrame()
             continue
         path = root / f"{name}.parquet"
         if not path.exists():
             raise FileNotFoundError(f"{path}: aggregate file not found (run `depthprune aggregate` first)")
-        try:
-            frame = pd.read_parquet(path)
-        except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
-            raise InputError(f"{path}: not a readable Parquet file ({err})") from err
-        missing = [c for c in required[name] if c not in frame.columns]
-        if missing:
-            raise InputError(f"{path}: lacks columns {', '.join(missing)}")
-        check_csv_twin(path.with_suffix(".csv"), path, frame)
-        frames[name] = frame
+        frames[name] = read_parquet(path, AGGREGATE_TABLE_SCHEMAS[name])
     return Aggregate(**frames)
 
 
-def check_csv_twin(csv_path: Path, parquet_path: Path, frame: pd.DataFrame) -> None:
-    """The CSV a person reads and the Parquet the render reads must say the same: ``write_aggregate``
-    writes both from one frame, so the CSV must be exactly that frame's CSV text. A truncated or
-    hand-edited twin is an error naming both files (a missing CSV is not: the Parquet is the source)."""
-    if not csv_path.exists():
-        return
-    if csv_path.read_text(encoding="utf-8") != frame.to_csv(index=False):
-        raise InputError(
-            f"{csv_path}: differs from its twin {parquet_path.name}, from which it was written (truncated or "
-            "edited by hand?); run `depthprune aggregate` (snakemake aggregate) again to rewrite both"
-        )
+def load_samples(aggregate_dir: str | Path) -> pd.DataFrame | None:
+    """The aggregate's per-document scores (samples.parquet), or None where the folder has none
+    (aggregates made before they were collected)."""
+    path = Path(aggregate_dir) / f"{SAMPLES}.parquet"
+    if not path.exists():
+        log.warning("%s not found: no bootstrap intervals", path)
+        return None
+    return read_parquet(path, AGGREGATE_TABLE_SCHEMAS[SAMPLES])

@@ -43,6 +43,7 @@ from depthprune.reporting.aggregate import (
     Aggregate,
     build_summary,
     load_aggregate,
+    load_samples,
 )
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def merge_base_study(
     samples_path = base_dir / f"{SAMPLES}.parquet"
     if not samples_path.is_file():
         raise FileNotFoundError(f"{samples_path}: the base study's per-document scores are missing")
-    base_samples = pd.read_parquet(samples_path)
+    base_samples = load_samples(base_dir)
 
     own_seeds = sorted(int(s) for s in set(agg.selections["seed"])) or [0]
     seeds = sorted({int(s) for s in seeds}) if seeds is not None else own_seeds

@@ -126,7 +126,8 @@ def register(subparsers) -> None:
         "--studies",
         nargs="+",
         default=None,
-        help="study folders relative to --repo (default: figures figures/two_families figures/calibration_size)",
+        help="study folders relative to --repo, each holding a rendered study (its tables/); a folder without "
+        "one is an error and nothing is written (default: every committed study, results_page.STUDIES)",
     )
     page.add_argument("--out", default=None, help="output file (default: <repo>/docs/results.md)")
     page.set_defaults(func=run_results_page)

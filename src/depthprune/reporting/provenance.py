@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from depthprune.errors import InputError
-from depthprune.io import read_json
+from depthprune.results_schema import read_evaluation_record, read_selection_json
 
 FIELDS = ("dtype", "scoring_version", "torch")
 RAW_EVALUATION = "lm_eval.json"  # written by `depthprune evaluate --out-raw` next to metrics.csv
@@ -57,13 +57,13 @@ def input_provenance(selection_files: Sequence[str | Path], metrics_files: Seque
     lm_eval.json is beside it."""
     found = {}
     for path in selection_files:
-        data = read_json(path)
+        data = read_selection_json(path)
         if not isinstance(data, dict) or searched_here(data):
             found[str(path)] = selection_provenance(data if isinstance(data, dict) else {})
     for path in metrics_files:
         raw = Path(path).with_name(RAW_EVALUATION)
         if raw.is_file():
-            found[str(raw)] = evaluation_provenance(read_json(raw))
+            found[str(raw)] = evaluation_provenance(read_evaluation_record(raw))
     return found
 
 
@@ -105,7 +105,7 @@ def check_evaluation_settings(metrics_files: Sequence[str | Path]) -> None:
     for path in metrics_files:
         raw = Path(path).with_name(RAW_EVALUATION)
         if raw.is_file():
-            groups.setdefault(evaluation_settings(read_json(raw)), []).append(str(raw))
+            groups.setdefault(evaluation_settings(read_evaluation_record(raw)), []).append(str(raw))
     if len(groups) > 1:
         parts = []
         for value, paths in sorted(groups.items(), key=lambda item: -len(item[1])):

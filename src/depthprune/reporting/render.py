@@ -24,7 +24,7 @@ from pathlib import Path
 from depthprune.errors import InputError
 from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_report_csv, atomic_write_text
-from depthprune.reporting.aggregate import SAMPLES, load_aggregate
+from depthprune.reporting.aggregate import load_aggregate, load_samples
 from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
 from depthprune.reporting.analysis.contrast import calibration_contrast
 from depthprune.reporting.analysis.correlation import loss_accuracy_table, spearman_table
@@ -84,20 +84,6 @@ def parse_only(text: str | None) -> set[str] | None:
     if unknown:
         raise InputError(f"--only: unknown output(s) {', '.join(unknown)}; choose from {', '.join(ARTIFACTS)}")
     return names
-
-
-def load_samples(aggregate_dir: str | Path):
-    """results/aggregate/samples.parquet, or None (older aggregates, or no per-document results)."""
-    import pandas as pd
-
-    path = Path(aggregate_dir) / f"{SAMPLES}.parquet"
-    if not path.exists():
-        log.warning("%s not found: no bootstrap intervals", path)
-        return None
-    try:
-        return pd.read_parquet(path)
-    except Exception as err:  # pyarrow raises several unrelated types for a corrupt file
-        raise InputError(f"{path}: not a readable Parquet file ({err})") from err
 
 
 def seeds_markdown(primary: int, verdicts, stability) -> str:
@@ -172,6 +158,7 @@ def render(
     """Write the requested outputs (all by default); return the files written."""
     wanted = set(ARTIFACTS) if only is None else set(only)
     start = time.perf_counter()
+    # The metrics table is not drawn from, but is validated with the others (a cut file is refused).
     agg = load_aggregate(aggregate_dir, tables=("selections", "summary"))
     all_samples = load_samples(aggregate_dir)
     seeds = seeds_of(agg.summary)

@@ -14,13 +14,14 @@ against perplexity pruning and chance per search space (between `<!-- tlm:begin 
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from pathlib import Path
 
+from depthprune.errors import InputError
 from depthprune.io import atomic_write_text
 from depthprune.reporting.statistics.two_stage import ALGORITHM_SPREAD, CALIBRATION_SHIFT
+from depthprune.results_schema import read_report_rows
 
 # Study folder -> (title, the preset that makes it); folders not listed get their own name.
 STUDIES = {
@@ -56,8 +57,9 @@ FIGURES = ("figure1", "figure2", "figure3", "calibration_size")
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle))
+    """A rendered table's rows as text, refused (ValueError naming it) when cut off or lacking a
+    column the page reads (results_schema.REPORT_TABLE_SCHEMAS)."""
+    return read_report_rows(path)
 
 
 def number(text: str) -> str:
@@ -156,9 +158,11 @@ def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
 
 
 def results_page(repo: str | Path, studies=DEFAULT_STUDIES) -> str:
-    """The page's text for the study folders `studies` (relative to `repo`) that exist; its links
-    are relative to docs/, where the page is committed, wherever it is written."""
+    """The page's text for the study folders `studies` (relative to `repo`); its links are relative
+    to docs/, where the page is committed, wherever it is written. A folder that holds no study (no
+    tables/ written by `render`: a typo, say) is an error naming it, not a page without it."""
     repo = Path(repo)
+    check_studies(repo, studies)
     out_dir = repo / PAGE.parent
     lines = [
         "# Results",
@@ -169,12 +173,21 @@ def results_page(repo: str | Path, studies=DEFAULT_STUDIES) -> str:
         "and Tables 1–6. How the statistics and verdicts are computed: [method.md §7](method.md).",
         "",
     ]
-    present = [folder for folder in studies if (repo / folder / "tables").is_dir()]
-    lines += [f"- [{STUDIES.get(f, (f, None))[0]}](#{anchor(STUDIES.get(f, (f, None))[0])})" for f in present]
+    lines += [f"- [{STUDIES.get(f, (f, None))[0]}](#{anchor(STUDIES.get(f, (f, None))[0])})" for f in studies]
     lines.append("")
-    for folder in present:
+    for folder in studies:
         lines += study_section(repo, folder, out_dir)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def check_studies(repo: Path, studies) -> None:
+    """Every folder of `studies` holds a rendered study (its tables/ folder); at least one is named."""
+    if not studies:
+        raise InputError("--studies: no study folder named")
+    for folder in studies:
+        if not (repo / folder / "tables").is_dir():
+            what = "does not exist" if not (repo / folder).is_dir() else "holds no study (no tables/ from `render`)"
+            raise InputError(f"--studies {folder}: {repo / folder} {what}; nothing was written")
 
 
 def anchor(title: str) -> str:
@@ -379,9 +392,13 @@ def write_results_page(repo: str | Path, out: str | Path | None = None, studies=
     the headline table between the markers of `repo`'s README.md."""
     repo = Path(repo)
     path = Path(out) if out is not None else repo / PAGE
-    atomic_write_text(path, results_page(repo, studies))
+    page = results_page(repo, studies)
     readme = repo / "README.md"
+    readme_text = None
     if out is None and readme.is_file() and HEADLINE_BEGIN in readme.read_text(encoding="utf-8"):
-        text = readme.read_text(encoding="utf-8")
-        atomic_write_text(readme, readme_generated(text, repo))
+        readme_text = readme_generated(readme.read_text(encoding="utf-8"), repo)
+    # Both texts are made before either file is written: a broken table leaves both as they were.
+    atomic_write_text(path, page)
+    if readme_text is not None:
+        atomic_write_text(readme, readme_text)
     return path
