@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from depthprune.cli import main
+from depthprune.errors import InputError
 from depthprune.io import OwnedFolder, atomic_dir, check_inputs_outputs
 from depthprune.search.runner import WORKDIR_MARKER, claim_workdir
 
@@ -303,5 +304,8 @@ def test_evaluate_and_export_read_a_selection_with_one_check(tmp_path, caplog):
         == f"{selection} was selected on model 'tiny-llama-8'; evaluating it on 'tiny-qwen3-8'"
     )
     selection.write_text(json.dumps(["not", "a", "selection"]))
-    with pytest.raises(KeyError, match="no 'removed' field"):
+    with pytest.raises(InputError, match="must hold a JSON object"):
+        read_selection(selection, "tiny-llama-8")
+    selection.write_text(json.dumps({"model": "tiny-llama-8"}))
+    with pytest.raises(InputError, match="lacks removed"):
         read_selection(selection, "tiny-llama-8")
