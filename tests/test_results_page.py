@@ -73,7 +73,7 @@ def test_readme_headline_table_is_the_generated_one():
     assert readme_with_headline(readme, headline_table(REPO)) == readme, (
         "README.md's headline table is stale: regenerate it with `depthprune results-page`"
     )
-    assert "| claim | scope | statistic | paper | ours [95% CI] | null pass | verdict |" in readme
+    assert "| claim | scope | statistic | paper | ours [95% CI] | null pass | null fail | verdict |" in readme
 
 
 def test_readme_tlm_table_is_the_generated_one():
