@@ -184,6 +184,7 @@ def across_seeds_noise(
     seeds = sorted(summaries)
     if any(samples.get(s) is None or reps.get(s) is None for s in seeds):
         return {}
+    tests = two_stage_tests(band)  # the two-stage rows' own tests (``two_stage_table``)
     out: dict = {}
     accuracy = {s: cell_grids(summaries[s], "avg_accuracy_points", reps[s]) for s in seeds}
     if all(accuracy.values()):
@@ -200,7 +201,7 @@ def across_seeds_noise(
             def accuracy_rule(observed, replicates):
                 ratios = {s: pooled_ratio(regrid(accuracy[s], observed[s], replicates[s], transform)) for s in observed}
                 result = two_stage({s: r[0] for s, r in ratios.items()}, {s: r[1] for s, r in ratios.items()})
-                return within_band(result.ci_low, result.ci_high, np.nan, band)
+                return tests[ACCURACY_RATIO](result.ci_low, result.ci_high)["verdict"]
 
             found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
             rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
@@ -220,8 +221,8 @@ def across_seeds_noise(
             verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
             for (kind, *_), (value, rep) in values.items():
                 result = two_stage(value, rep)
-                above = kind == "calibration shift"
-                verdicts[kind].append(threshold_side(result.ci_low, result.ci_high, np.nan, ORDER, above=above))
+                test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
+                verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
             return perplexity_claim(verdicts["calibration shift"], verdicts["algorithm spread"])[2]
 
         found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
