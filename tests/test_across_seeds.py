@@ -8,15 +8,19 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import t as student_t
 
+from depthprune.reporting.statistics.noise_null import UnitScores, across_seeds_verdict_rates
 from depthprune.reporting.statistics.nulls import within_across_permutation, within_minus_across
-from depthprune.reporting.statistics.two_stage import two_stage_pooled
+from depthprune.reporting.statistics.two_stage import SEEDS_COLUMNS, two_stage_pooled
 from depthprune.reporting.verdicts.across_seeds import (
+    across_seeds_noise,
     cells_needed,
     decision_table,
     sets_across_seeds,
     sign_count_noise_probability,
     sign_count_verdict,
+    two_stage_table,
     within_across_terms,
     within_across_under_flips,
 )
@@ -82,7 +86,11 @@ def test_sets_verdict_over_seeds_holds_only_when_calibration_separates_the_sets(
     assert held["estimate"] == pytest.approx(1.0)  # within 1, across 0 in every seed
     assert held["p_value"] < 0.05 and held["verdict"] == "holds"
     noise = sets_across_seeds({s: as_selections(random_sets(rng)) for s in range(3)}).iloc[0]
-    assert noise["verdict"] in ("inconclusive", "does not hold")
+    # Random sets: never a pass; a mean ≤ 0 ("does not hold") is what the label-swap null itself
+    # reaches about half the time, so it is uninformative.
+    assert noise["verdict"] in ("inconclusive", "uninformative")
+    assert noise["null_pass_probability"] <= 0.05 and noise["null_fail_probability"] > 0.2
+    assert (noise["verdict"] == "uninformative") == (noise["estimate"] <= 0)
 
 
 def test_sets_null_pass_rate_on_pure_noise_is_near_alpha():
@@ -113,14 +121,30 @@ def test_sign_count_verdicts():
 
 def test_pooled_two_stage_median_by_hand():
     """Two seeds, two cells each, replicates constant within a seed: every replicate's median is the
-    median of four drawn values; drawing seed 0 twice gives 0.1, seed 1 twice 0.5, one of each 0.3."""
+    median of four drawn values; drawing seed 0 twice gives 0.1, seed 1 twice 0.5, one of each 0.3
+    (standard deviation sqrt(0.02)). The t-based seed stage: 0.3 ± t_{0.975, 1} · sd · sqrt(2 / 1)."""
     cells = {
         0: (np.array([0.0, 0.2]), np.tile([0.0, 0.2], (50, 1))),
         1: (np.array([0.4, 0.6]), np.tile([0.4, 0.6], (50, 1))),
     }
-    estimate, lo, hi = two_stage_pooled(cells, np.median, n_resamples=4000)
+    estimate, lo, hi = two_stage_pooled(cells, np.median, n_resamples=20_000)
     assert estimate == pytest.approx(0.3)
-    assert (lo, hi) == (pytest.approx(0.1), pytest.approx(0.5))
+    half = student_t.ppf(0.975, 1) * np.sqrt(0.02) * np.sqrt(2)
+    assert (lo, hi) == (pytest.approx(0.3 - half, rel=0.03), pytest.approx(0.3 + half, rel=0.03))
+
+
+def test_pooled_two_stage_shares_the_document_resample_between_seeds():
+    """Each seed's one cell moves with the documents: replicate b is +d_b in seed 0 and −d_b in
+    seed 1. Read with a shared b, drawing one of each seed always gives a median of 0; drawn
+    independently it would not."""
+    d = np.linspace(-1, 1, 101)
+    cells = {0: (np.array([0.0]), d[:, None]), 1: (np.array([0.0]), -d[:, None])}
+    rng_free = two_stage_pooled(cells, np.mean, n_resamples=4000)
+    # A mean over the two drawn seeds: one of each -> 0 exactly; two of one seed -> ±d_b.
+    assert rng_free[0] == 0.0
+    # the replicates' spread: 1/2 of them 0, 1/2 of them ±d_b (variance of d: 0.34), times t_1 · sqrt(2)
+    half = student_t.ppf(0.975, 1) * np.sqrt(0.5 * np.mean(d**2)) * np.sqrt(2)
+    assert rng_free[2] == pytest.approx(half, rel=0.06)
 
 
 def test_decision_table_counts_seeds_and_reports_partial_claims():
@@ -192,44 +216,136 @@ def test_decision_table_counts_seeds_and_reports_partial_claims():
     assert claim["seeds_holding"] == "1 of 2" and claim["verdict"] == "inconclusive"
 
 
-def test_a_band_pass_that_noise_passes_too_is_uninformative_across_seeds():
-    """The accuracy ratio's band test passes on pure noise often (its per-seed null pass, from each
-    seed's observations): a two-stage pass is then uninformative, as a single seed's would be."""
+def accuracy_ratio_rows(verdicts: dict[str, str], rates: dict[str, tuple[float, float]]) -> pd.DataFrame:
+    """seeds_two_stage rows of the pooled accuracy ratio: per seed label its verdict and noise rates."""
     ratio = "accuracy shift ratio calibration / algorithm, max over cells"
-    base = {
-        "model": "all",
-        "budget": 0,
-        "statistic": ratio,
-        "condition": "",
-        "document_variance": 0.05,
-        "seed_variance": 0.0,
-    }
-    two_stage = pd.DataFrame(
+    return pd.DataFrame(
         [
-            {**base, "n_seeds": 1, "seed": s, "estimate": 1.1, "ci_low": 0.8, "ci_high": 1.4, "verdict": "holds"}
-            for s in ("0", "1")
-        ]
-        + [
             {
-                **base,
-                "n_seeds": 2,
-                "seed": "two-stage",
+                "model": "all",
+                "budget": 0,
+                "statistic": ratio,
+                "condition": "",
+                "n_seeds": 2 if label == "two-stage" else 1,
+                "seed": label,
                 "estimate": 1.1,
                 "ci_low": 0.8,
                 "ci_high": 1.4,
-                "verdict": "holds",
+                "document_variance": 0.05,
+                "seed_variance": 0.0,
+                "null_pass_probability": rates[label][0],
+                "null_fail_probability": rates[label][1],
+                "verdict": verdict,
             }
+            for label, verdict in verdicts.items()
+        ],
+        columns=SEEDS_COLUMNS,
+    )
+
+
+EMPTY_RHO = pd.DataFrame(columns=["seed", "model", "budget", "calibration", "kind", "rho", "replicates"])
+EMPTY_SETS = pd.DataFrame(columns=["model", "budget", "n_seeds", "per_seed", "estimate", "p_value", "verdict"])
+
+
+def test_the_claims_table_gives_each_statistic_the_verdict_of_the_two_stage_table():
+    """One verdict per statistic: seeds_claims.csv repeats seeds_two_stage.csv's verdicts (a seed's
+    `inconclusive` there is not `uninformative` here), with the noise rates beside them."""
+    rates = {"0": (0.55, 0.0), "1": (0.05, 0.0), "two-stage": (0.9, 0.0)}
+    two_stage = accuracy_ratio_rows({"0": "uninformative", "1": "inconclusive", "two-stage": "uninformative"}, rates)
+    claims = decision_table(two_stage, EMPTY_RHO, EMPTY_SETS, None, 0.5)
+    row = claims[claims["statistic"].str.startswith("accuracy")].iloc[0]
+    assert row["per_seed"] == "uninformative, inconclusive" and row["verdict"] == "uninformative"
+    assert row["null_pass_probability"] == 0.9
+
+
+def test_noise_rates_make_a_pass_and_a_does_not_hold_uninformative_in_the_two_stage_table(monkeypatch):
+    """two_stage_table applies each row's own noise rates: the seeds' (single-seed rule) to their
+    rows, the across-seeds rule's to the two-stage row; a `does not hold` that noise reaches > 20 %
+    is uninformative like a pass."""
+    from depthprune.reporting.verdicts import across_seeds
+
+    ratio = "accuracy shift ratio calibration / algorithm, max over cells"
+    rows = {0: (1.1, np.full(100, 1.1) + np.linspace(-0.1, 0.1, 100)), 1: (5.0, np.linspace(4.5, 5.5, 100))}
+
+    def statistics(summary, reps):
+        seed = int(summary)
+        return {("all", 0, ratio, ""): rows[seed]}
+
+    monkeypatch.setattr(across_seeds, "per_seed_statistics", statistics)
+    noise = {ratio: {"0": (0.5, 0.0), "1": (0.0, 0.3), "two-stage": (0.01, 0.01)}}
+    table = two_stage_table({0: "0", 1: "1"}, {0: None, 1: None}, 2.0, noise).set_index("seed")
+    assert table.loc["0", "verdict"] == "uninformative"  # holds; noise passes 50 %
+    assert table.loc["1", "verdict"] == "uninformative"  # does not hold (5 > 2); noise fails 30 %
+    assert table.loc["1", "null_fail_probability"] == 0.3
+    quiet = {ratio: {"0": (0.01, 0.0), "1": (0.0, 0.05), "two-stage": (0.01, 0.01)}}
+    table = two_stage_table({0: "0", 1: "1"}, {0: None, 1: None}, 2.0, quiet).set_index("seed")
+    assert (table.loc["0", "verdict"], table.loc["1", "verdict"]) == ("holds", "does not hold")
+
+
+def test_a_sign_count_that_noise_reaches_often_is_uninformative():
+    """One seed: 2 cells, the rule needs both, and fair-coin signs put both on one side 1/4 of the
+    time: a `does not hold` from two negative cells is uninformative (> 20 %)."""
+    rho = pd.DataFrame(
+        [
+            {"seed": 0, "model": "m", "budget": b, "calibration": "tlm_cs170k", "kind": "tlm", "rho": -0.4}
+            | {"replicates": None}
+            for b in (7, 9)
         ]
     )
-    empty_rho = pd.DataFrame(columns=["seed", "model", "budget", "calibration", "kind", "rho", "replicates"])
-    empty_sets = pd.DataFrame(columns=["model", "budget", "n_seeds", "per_seed", "estimate", "p_value", "verdict"])
+    claims = decision_table(accuracy_ratio_rows({}, {}), rho, EMPTY_SETS, None, 0.5)
+    row = claims[claims["statistic"].str.startswith("TLM pruning")].iloc[0]
+    assert row["null_fail_probability"] == 0.25 and row["verdict"] == "uninformative"
 
-    def verdict(null_pass):
-        claims = decision_table(two_stage, empty_rho, empty_sets, None, 0.5, accuracy_null_pass=null_pass)
-        return claims[claims["statistic"].str.startswith("accuracy")].iloc[0]
 
-    noisy = verdict({0: 0.55, 1: 0.40})
-    assert noisy["verdict"] == "uninformative" and noisy["seeds_holding"] == "0 of 2"
-    assert noisy["per_seed"] == "uninformative, uninformative"
-    strict = verdict({0: 0.03, 1: 0.05})
-    assert strict["verdict"] == "holds" and strict["seeds_holding"] == "2 of 2"
+def unit_scores(values: dict[str, np.ndarray]) -> UnitScores:
+    n_runs = next(iter(values.values())).shape[0]
+    runs = pd.DataFrame(
+        [{"model": "m", "calibration": f"c{r}", "budget": 7, "algorithm": "a", "seed": 0} for r in range(n_runs)]
+    )
+    return UnitScores(runs=runs, values=values, tokens=dict.fromkeys(values))
+
+
+def test_across_seeds_null_studies_permute_each_seed_and_share_the_document_resamples():
+    """A null study of the multi-seed rule permutes every seed's documents independently, and
+    bootstraps every seed with the same resamples: the sum over runs of a replicate (unchanged by a
+    permutation among runs) is then the same in every seed, while the seeds' observed averages differ."""
+    rng = np.random.default_rng(5)
+    scores = {"arc_easy": (rng.random((4, 50)) < 0.5).astype(float)}
+    cells = {s: [unit_scores(scores)] for s in range(3)}
+    seen = []
+
+    def rule(observed, replicates):
+        totals = [replicates[s][0].sum(axis=1) for s in sorted(replicates)]
+        shared = all(np.allclose(t, totals[0]) for t in totals)
+        differ = not all(np.array_equal(observed[s][0], observed[0][0]) for s in observed)
+        seen.append((shared, differ))
+        return "holds" if len(seen) % 4 == 0 else "does not hold"
+
+    rates = across_seeds_verdict_rates(cells, rule, "accuracy", n_null=40, n_inner=30)
+    assert all(shared for shared, _ in seen) and sum(differ for _, differ in seen) >= 38
+    assert rates == {"does not hold": 0.75, "holds": 0.25}
+
+
+def test_across_seeds_noise_rates_are_those_of_the_across_seeds_rule(monkeypatch):
+    """The two-stage row's rates come from null studies of the whole multi-seed study judged by the
+    across-seeds rule (a t interval over seeds in the band), not from the seeds' own rates: here the
+    seeds' single-seed rule is made to pass every null study and the across-seeds one never."""
+    from depthprune.reporting.verdicts import across_seeds
+
+    calls = []
+
+    def single_seed(samples, grids, kind, decide, tasks=None, rule=None):
+        return (1.0, 0.0)
+
+    def multi_seed(cells, decide, kind):
+        calls.append(sorted(cells))
+        return {"does not hold": 1.0} if kind == "accuracy" else {}
+
+    monkeypatch.setattr(across_seeds, "noise_pass_fail", single_seed)
+    monkeypatch.setattr(across_seeds, "across_seeds_verdict_rates", multi_seed)
+    monkeypatch.setattr(across_seeds, "cell_grids", lambda summary, response, reps: [{"model": "m"}])
+    monkeypatch.setattr(across_seeds, "noise_cells", lambda samples, grids, kind: ["cell"])
+    noise = across_seeds_noise({0: None, 1: None}, {0: "r", 1: "r"}, {0: "s", 1: "s"}, 2.0)
+    ratio = "accuracy shift ratio calibration / algorithm, max over cells"
+    assert noise[ratio] == {"0": (1.0, 0.0), "1": (1.0, 0.0), "two-stage": (0.0, 1.0)}
+    assert calls == [[0, 1], [0, 1]]  # accuracy, then perplexity: every seed in one null study

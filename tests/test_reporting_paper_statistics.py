@@ -124,9 +124,11 @@ def test_a_study_with_no_effect_is_uninformative_for_section_5_2_accuracy():
     row = pooled[pooled["statistic"].str.startswith("accuracy shift ratio")].iloc[0]
     assert row["null_pass_probability"] > 0.2
     assert row["verdict"] == UNINFORMATIVE
-    # the perplexity claim (an effect) does not pass on a study without one
+    # The perplexity claim (an effect) does not pass on a study without one; but "does not hold" is
+    # what every such study reaches (no calibration shift at all), so it is uninformative too.
     claim = obs.rows[obs.rows["statistic"] == "perplexity: calibration dominates (both halves hold)"].iloc[0]
-    assert claim["verdict"] == FAILS and claim["null_pass_probability"] < 0.05
+    assert claim["null_pass_probability"] < 0.05 and claim["null_fail_probability"] > 0.95
+    assert claim["verdict"] == UNINFORMATIVE
 
 
 def test_a_large_calibration_effect_on_perplexity_holds():
@@ -141,6 +143,7 @@ def test_a_large_calibration_effect_on_perplexity_holds():
     rows = obs.rows.set_index(["scope", "statistic"])
     claim = rows.loc[("all", "perplexity: calibration dominates (both halves hold)")]
     assert claim["verdict"] == HOLDS and claim["null_pass_probability"] < 0.05
+    assert claim["null_fail_probability"] > 0.95  # reached by noise, but not the verdict reached
     shifts = obs.rows[obs.rows["statistic"].str.startswith("calibration shift of avg perplexity")]
     assert len(shifts) == len(ALGORITHMS) and set(shifts["verdict"]) == {HOLDS}
     assert shifts["value"].to_numpy() == pytest.approx(2.0, abs=0.01)
@@ -149,10 +152,12 @@ def test_a_large_calibration_effect_on_perplexity_holds():
     assert spreads["value"].to_numpy() == pytest.approx(0.15 / math.log(10), abs=0.01)
 
 
-def test_section_5_3_is_judged_across_cells_with_its_null_pass_probability():
-    # One TLM cell with ρ = +1 over 4 distinct sets: P(ρ > 0 | no association) = 11/24 > 20 %.
+@pytest.mark.parametrize("tlm_sign", [1, -1])
+def test_section_5_3_is_judged_across_cells_with_its_null_pass_probability(tlm_sign):
+    # One TLM cell with ρ = ±1 over 4 distinct sets: P(ρ > 0 | no association) = 11/24 > 20 %, and
+    # P(ρ ≤ 0) = 13/24 > 20 %: a pass (ρ = +1) and a failure (ρ = −1) are both uninformative.
     rows = []
-    for calibration, sign in (("tlm_cs170k", 1), ("ppl_c4", -1)):
+    for calibration, sign in (("tlm_cs170k", tlm_sign), ("ppl_c4", -1)):
         for j, algorithm in enumerate(ALGORITHMS):
             rows.append(
                 {
@@ -170,7 +175,9 @@ def test_section_5_3_is_judged_across_cells_with_its_null_pass_probability():
     summary = pd.DataFrame(rows)
     obs = evaluate_observations(summary, summary)
     tlm = obs.rows[obs.rows["statistic"].str.startswith("cells with ρ > 0")].iloc[0]
-    assert tlm["value"] == 1 and tlm["null_pass_probability"] == pytest.approx(11 / 24)
+    assert tlm["value"] == (1 if tlm_sign > 0 else 0)
+    assert tlm["null_pass_probability"] == pytest.approx(11 / 24)
+    assert tlm["null_fail_probability"] == pytest.approx(13 / 24)
     assert tlm["verdict"] == UNINFORMATIVE
     per_cell = obs.rows[obs.rows["statistic"].str.startswith("ρ over distinct sets")]
     assert set(per_cell["verdict"]) == {"descriptive"}

@@ -49,11 +49,12 @@ def test_page_follows_the_csvs(tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines()
     header = lines[0].split(",")
     assert header[:4] == ["claim", "scope", "statistic", "paper_value"]
-    lines.append('5.9,"test scope",a new statistic,0.5,0.123456,0.1,0.2,0.25,holds')
+    assert header[-3:] == ["null_pass_probability", "null_fail_probability", "verdict"]
+    lines.append('5.9,"test scope",a new statistic,0.5,0.123456,0.1,0.2,0.25,0.6,uninformative')
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     after = results_page(tmp_path, ("figures",))
     assert after != before
-    assert "| 5.9 | test scope | a new statistic | 0.5 | 0.1235 [0.1, 0.2] | 25 % | holds |" in after
+    assert "| 5.9 | test scope | a new statistic | 0.5 | 0.1235 [0.1, 0.2] | 25 % | 60 % | uninformative |" in after
 
 
 def test_number_format():
@@ -73,7 +74,7 @@ def test_readme_headline_table_is_the_generated_one():
     assert readme_with_headline(readme, headline_table(REPO)) == readme, (
         "README.md's headline table is stale: regenerate it with `depthprune results-page`"
     )
-    assert "| claim | scope | statistic | paper | ours [95% CI] | null pass | verdict |" in readme
+    assert "| claim | scope | statistic | paper | ours [95% CI] | null pass | null fail | verdict |" in readme
 
 
 def test_readme_tlm_table_is_the_generated_one():

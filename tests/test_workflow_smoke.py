@@ -160,8 +160,9 @@ def test_intervals_observations_and_paper_comparison(smoke_run):
     assert {"diff_one_shot", "diff_one_shot_ci_low", "diff_one_shot_ci_high"} <= set(table4.columns)
     observations = pd.read_csv(tables / "observations.csv")
     # the statistic with its interval and the interval ends' Monte-Carlo error, the null it is
-    # tested against, how often pure noise passes the test, then the paper's number and the verdict
-    assert list(observations.columns)[:13] == [
+    # tested against, how often pure noise passes and fails the test, then the paper's number and
+    # the verdict
+    assert list(observations.columns)[:14] == [
         "claim",
         "scope",
         "statistic",
@@ -173,6 +174,7 @@ def test_intervals_observations_and_paper_comparison(smoke_run):
         "null_value",
         "p_value",
         "null_pass_probability",
+        "null_fail_probability",
         "paper_value",
         "verdict",
     ]

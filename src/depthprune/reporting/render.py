@@ -48,7 +48,7 @@ from depthprune.reporting.statistics.power import evaluation_size, evaluation_si
 from depthprune.reporting.style import is_control
 from depthprune.reporting.tables.paper_tables import TABLE_NAMES, build_tables, write_tables
 from depthprune.reporting.verdicts.across_seeds import (
-    accuracy_ratio_null_pass,
+    across_seeds_noise,
     decision_markdown,
     decision_table,
     rho_cells,
@@ -194,7 +194,9 @@ def render(
         if not cross_seed:
             summaries = {s: paper_only(for_seed(agg.summary, s)) for s in seeds}
             seed_reps = {s: seed_replicates(s) for s in seeds}
-            cross_seed["two_stage"] = two_stage_table(summaries, seed_reps, comparable_band, bootstrap_resamples)
+            seed_samples = {s: for_seed(all_samples, s) if all_samples is not None else None for s in seeds}
+            cross_seed["noise"] = across_seeds_noise(summaries, seed_reps, seed_samples, comparable_band)
+            cross_seed["two_stage"] = two_stage_table(summaries, seed_reps, comparable_band, cross_seed["noise"])
             cross_seed["rho"] = rho_cells(summaries, seed_reps)
             cross_seed["sets"] = sets_across_seeds({s: paper_only(for_seed(agg.selections, s)) for s in seeds})
         return cross_seed
@@ -303,7 +305,7 @@ def render(
                 tables["sets"],
                 verdicts,
                 strong_rho,
-                accuracy_null_pass={seed: accuracy_ratio_null_pass(seen.rows) for seed, seen in by_seed.items()},
+                noise=tables["noise"],
             )
             atomic_write_report_csv(tables_dir / "seeds_claims.csv", claims)
             written.append(tables_dir / "seeds_claims.csv")

@@ -72,10 +72,15 @@ def number(text: str) -> str:
     return f"{value:.4g}"
 
 
-def null_pass(row: dict[str, str]) -> str:
-    """The null pass probability as a percentage ('' where the CSV has none)."""
-    text = row.get("null_pass_probability", "")
+def null_pass(row: dict[str, str], column: str = "null_pass_probability") -> str:
+    """The null pass (or, with ``column``, fail) probability as a percentage ('' where the CSV has none)."""
+    text = row.get(column, "")
     return "" if text == "" else f"{100 * float(text):.0f} %"
+
+
+def null_fail(row: dict[str, str]) -> str:
+    """The null fail probability as a percentage ('' where the CSV has none)."""
+    return null_pass(row, "null_fail_probability")
 
 
 def with_interval(row: dict[str, str]) -> str:
@@ -129,10 +134,19 @@ def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
             "",
         ]
         rows = [
-            [r["claim"], r["scope"], r["statistic"], r["paper_value"], with_interval(r), null_pass(r), r["verdict"]]
+            [
+                r["claim"],
+                r["scope"],
+                r["statistic"],
+                r["paper_value"],
+                with_interval(r),
+                null_pass(r),
+                null_fail(r),
+                r["verdict"],
+            ]
             for r in read_rows(comparison)
         ]
-        header = ["§", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "verdict"]
+        header = ["§", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "null fail", "verdict"]
         lines += markdown_table(header, rows) + [""]
     observations = tables / "observations.csv"
     if observations.is_file():
@@ -200,11 +214,20 @@ def headline_table(repo: str | Path, folder: str = "figures") -> str:
     """The README's table of headline findings: the judged claims of the default study's
     paper_comparison.csv, ours with its interval beside the paper's value."""
     rows = [
-        [f"§{r['claim']}", r["scope"], r["statistic"], r["paper_value"], with_interval(r), null_pass(r), r["verdict"]]
+        [
+            f"§{r['claim']}",
+            r["scope"],
+            r["statistic"],
+            r["paper_value"],
+            with_interval(r),
+            null_pass(r),
+            null_fail(r),
+            r["verdict"],
+        ]
         for r in read_rows(Path(repo) / folder / "tables" / "paper_comparison.csv")
         if r["verdict"] in VERDICTS
     ]
-    header = ["claim", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "verdict"]
+    header = ["claim", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "null fail", "verdict"]
     return "\n".join(markdown_table(header, rows))
 
 

@@ -23,12 +23,14 @@ so the render is reproducible and independent of the bootstrap seed.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
 from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
@@ -93,6 +95,14 @@ def permuted_units(units: UnitScores, rng: np.random.Generator) -> UnitScores:
     return UnitScores(runs=units.runs, values=values, tokens=tokens)
 
 
+def single_threaded_blas():
+    """A context in which BLAS runs on one thread. A null study's products are small ((400 × ~100)
+    by (~100 × runs)): a BLAS thread pool costs more to wake than they take, up to ~50× more on a
+    busy machine. Each element's sum is computed the same way on one thread (the pool splits the
+    output, not the sums): the rates do not change."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _weights(n_units: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
     draws = rng.integers(0, n_units, size=(n_resamples, n_units))
     flat = (draws + n_units * np.arange(n_resamples)[:, None]).ravel()
@@ -126,6 +136,60 @@ def inner_weights(units: UnitScores, n_resamples: int, seed: Sequence[int]) -> d
     }
 
 
+def verdict_rates(
+    cells: Sequence[UnitScores],
+    decide: Callable[[list[np.ndarray], list[np.ndarray]], Hashable],
+    kind: str,
+    n_null: int = NULL_STUDIES,
+    n_inner: int = INNER_RESAMPLES,
+    seed: int = NULL_SEED,
+    rule: str | None = None,
+) -> dict[Hashable, float]:
+    """Share of null studies reaching each verdict of ``decide`` (``{}`` without cells).
+
+    ``cells``: one UnitScores per (model, M) cell; each null study permutes every cell's documents
+    independently. ``decide(observed, replicates)`` gets, per cell, the (1, runs) observed averages
+    and the (n_inner, runs) bootstrap replicates of the null study and returns the claim's verdict
+    under its rule (``True`` / ``False`` for a pass / no pass). ``rule`` names ``decide``: the rates
+    of a named rule on the same cells are computed once per process (a render asks for a seed's
+    accuracy null from its observations and again for its row of the cross-seed table)."""
+    if not cells:
+        return {}
+    key = (rule, kind, n_null, n_inner, seed, fingerprint(cells)) if rule is not None else None
+    if key is not None and key in _RATES:
+        return dict(_RATES[key])
+    rng = np.random.default_rng([seed, n_null, n_inner, *(c.n_runs for c in cells)])
+    weights = [inner_weights(c, n_inner, (seed, i)) for i, c in enumerate(cells)]
+    counts: dict[Hashable, int] = {}
+    with single_threaded_blas():
+        for _ in range(n_null):
+            shuffled = [permuted_units(c, rng) for c in cells]
+            observed = [averages(c, kind) for c in shuffled]
+            replicates = [averages(c, kind, w) for c, w in zip(shuffled, weights)]
+            verdict = decide(observed, replicates)
+            counts[verdict] = counts.get(verdict, 0) + 1
+    rates = {verdict: count / n_null for verdict, count in counts.items()}
+    if key is not None:
+        _RATES[key] = dict(rates)
+    return rates
+
+
+_RATES: dict[tuple, dict[Hashable, float]] = {}
+
+
+def fingerprint(cells: Sequence[UnitScores]) -> str:
+    """A digest of the cells' runs and per-document scores (what a null study is built from)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for c in cells:
+        digest.update(repr([tuple(r) for r in c.runs[KEY].itertuples(index=False)]).encode())
+        for benchmark in sorted(c.values):
+            digest.update(benchmark.encode())
+            digest.update(np.ascontiguousarray(c.values[benchmark]).tobytes())
+            tokens = c.tokens[benchmark]
+            digest.update(b"-" if tokens is None else np.ascontiguousarray(tokens).tobytes())
+    return digest.hexdigest()
+
+
 def pass_probability(
     cells: Sequence[UnitScores],
     decide: Callable[[list[np.ndarray], list[np.ndarray]], bool],
@@ -134,23 +198,51 @@ def pass_probability(
     n_inner: int = INNER_RESAMPLES,
     seed: int = NULL_SEED,
 ) -> float:
-    """Share of null studies whose decision passes.
-
-    ``cells``: one UnitScores per (model, M) cell; each null study permutes every cell's documents
-    independently. ``decide(observed, replicates)`` gets, per cell, the (1, runs) observed averages
-    and the (n_inner, runs) bootstrap replicates of the null study and returns whether the claim's
-    rule passes. NaN without cells."""
+    """Share of null studies whose decision passes (``verdict_rates`` of a pass / no-pass rule); NaN
+    without cells."""
     if not cells:
         return float("nan")
-    rng = np.random.default_rng([seed, n_null, n_inner, *(c.n_runs for c in cells)])
-    weights = [inner_weights(c, n_inner, (seed, i)) for i, c in enumerate(cells)]
-    passed = 0
-    for _ in range(n_null):
-        shuffled = [permuted_units(c, rng) for c in cells]
-        observed = [averages(c, kind) for c in shuffled]
-        replicates = [averages(c, kind, w) for c, w in zip(shuffled, weights)]
-        passed += bool(decide(observed, replicates))
-    return passed / n_null
+    rates = verdict_rates(cells, lambda o, r: bool(decide(o, r)), kind, n_null, n_inner, seed)
+    return rates.get(True, 0.0)
+
+
+def across_seeds_verdict_rates(
+    cells_by_seed: Mapping[int, Sequence[UnitScores]],
+    decide: Callable[[dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]], Hashable],
+    kind: str,
+    n_null: int = NULL_STUDIES,
+    n_inner: int = INNER_RESAMPLES,
+    seed: int = NULL_SEED,
+) -> dict[Hashable, float]:
+    """Share of simulated null studies OF THE WHOLE MULTI-SEED STUDY reaching each verdict of the
+    across-seeds rule ``decide(observed_by_seed, replicates_by_seed)`` (each: seed -> per cell, as
+    ``verdict_rates``' arguments). A null study permutes every cell's documents among its runs,
+    independently in every seed (no calibration or algorithm effect at any seed; each seed keeps its
+    own runs' noise), and bootstraps every seed with the SAME document resamples (the design's
+    documents are shared by the seeds, docs/method.md §10). ``{}`` without cells."""
+    seeds = sorted(cells_by_seed)
+    if not seeds or not all(cells_by_seed[s] for s in seeds):
+        return {}
+    shape = [(c.n_runs, tuple(v.shape[1] for v in c.values.values())) for c in cells_by_seed[seeds[0]]]
+    for s in seeds:
+        if [(c.n_runs, tuple(v.shape[1] for v in c.values.values())) for c in cells_by_seed[s]] != shape:
+            raise ValueError(
+                f"across-seeds noise null: seed {s}'s cells differ in runs or documents from seed {seeds[0]}"
+            )
+    rng = np.random.default_rng([seed, n_null, n_inner, len(seeds), *(n for n, _ in shape)])
+    # One set of resamples for every seed: the seeds share their documents.
+    weights = [inner_weights(c, n_inner, (seed, i)) for i, c in enumerate(cells_by_seed[seeds[0]])]
+    counts: dict[Hashable, int] = {}
+    with single_threaded_blas():
+        for _ in range(n_null):
+            observed, replicates = {}, {}
+            for s in seeds:
+                shuffled = [permuted_units(c, rng) for c in cells_by_seed[s]]
+                observed[s] = [averages(c, kind) for c in shuffled]
+                replicates[s] = [averages(c, kind, w) for c, w in zip(shuffled, weights)]
+            verdict = decide(observed, replicates)
+            counts[verdict] = counts.get(verdict, 0) + 1
+    return {verdict: count / n_null for verdict, count in counts.items()}
 
 
 def exceeds_noise(units: UnitScores, statistic: Callable[[np.ndarray], float], kind: str, n_null: int = 2000) -> float:
@@ -161,5 +253,6 @@ def exceeds_noise(units: UnitScores, statistic: Callable[[np.ndarray], float], k
     observed = statistic(averages(units, kind)[0])
     if not np.isfinite(observed):
         return float("nan")
-    null = np.array([statistic(averages(permuted_units(units, rng), kind)[0]) for _ in range(n_null)])
+    with single_threaded_blas():
+        null = np.array([statistic(averages(permuted_units(units, rng), kind)[0]) for _ in range(n_null)])
     return float((1 + int((null >= observed - 1e-12).sum())) / (1 + n_null))

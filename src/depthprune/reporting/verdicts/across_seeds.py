@@ -4,8 +4,8 @@ Each seed alone is judged as a single-seed study is (``observations.py``; ``seed
 counts them). Across seeds, per claim:
 
 - §5.2 and the TLM − perplexity gap: each statistic per seed with its document replicates, then the
-  two-stage interval (``statistics/two_stage.py``: seeds, then documents within each seed) judged by
-  the single-seed test: the gap excludes zero; a condition's calibration shift lies at or above one
+  crossed two-stage interval (``statistics/two_stage.py``: seeds, and the documents every seed shares;
+  t-based seed stage) judged by the single-seed test: the gap excludes zero; a condition's calibration shift lies at or above one
   order, its algorithm spread below one (``paper_shifts.threshold_side``), each half holding in most
   conditions (``paper_shifts.most``); the pooled accuracy ratio lies in [1/band, band].
 - §5.3: the sign of ρ on distinct sets in each of the (M, seed) cells; the claimed sign holds when
@@ -15,6 +15,14 @@ counts them). Across seeds, per claim:
   its pooled two-stage interval (``two_stage_pooled``).
 - §5.1: within − across Jaccard averaged over the seeds, against a label-swap null that flips each
   algorithm's two calibration labels independently in every seed (``SETS_NULL_DRAWS`` seeded draws).
+
+Noise (docs/method.md §7, §10): a verdict that a study without any effect reaches more often than
+UNINFORMATIVE_LEVEL is ``uninformative``, a ``does not hold`` as a pass. Each rate is that of the rule
+applied: a seed's row, the single-seed rule on that seed's null studies; a two-stage row and the §5.2
+perplexity claim, simulated null studies of the whole multi-seed study judged by the across-seeds
+rule (``noise_null.across_seeds_verdict_rates``); §5.3's sign count, fair-coin signs; §5.1, its
+label-swap null. One verdict per statistic: ``tables/seeds_claims.csv`` reads the seeds' and the
+two-stage verdicts from ``tables/seeds_two_stage.csv``.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import pandas as pd
 from depthprune.io import parse_layers
 from depthprune.reporting.analysis.agreement import jaccard
 from depthprune.reporting.statistics.distinct import distinct_spearman_table
-from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
+from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL, across_seeds_verdict_rates
 from depthprune.reporting.statistics.two_stage import (
     ACCURACY_RATIO,
     ALGORITHM_SPREAD,
@@ -38,16 +46,19 @@ from depthprune.reporting.statistics.two_stage import (
     difference_verdict,
     gap_replicates,
     seeds_two_stage_table,
+    two_stage,
     two_stage_pooled,
 )
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.alignment import rho_replicates
 from depthprune.reporting.verdicts.paper_shifts import (
     ORDER,
+    accuracy_decision,
     cell_grids,
     condition_values,
     most,
     pooled_ratio,
+    regrid,
     threshold_side,
 )
 from depthprune.reporting.verdicts.rules import (
@@ -56,10 +67,22 @@ from depthprune.reporting.verdicts.rules import (
     NOT_TESTABLE,
     UNSURE,
     combine,
-    uninformative_if_noise_passes,
+    uninformative_under_noise,
     within_band,
 )
+from depthprune.reporting.verdicts.variance import accuracy_rule_name, noise_cells, noise_pass_fail, noise_transform
 
+SETS_COLUMNS = [
+    "model",
+    "budget",
+    "n_seeds",
+    "per_seed",
+    "estimate",
+    "p_value",
+    "null_pass_probability",
+    "null_fail_probability",
+    "verdict",
+]
 SETS_NULL_DRAWS = 10_000
 SETS_NULL_SEED = 20_261_206
 ALPHA = 0.05
@@ -74,9 +97,12 @@ CLAIMS_COLUMNS = [
     "document_variance",
     "seeds_holding",
     "per_seed",
+    "null_pass_probability",
+    "null_fail_probability",
     "verdict",
     "rule",
 ]
+PERPLEXITY_CLAIM = "perplexity: calibration dominates (both halves hold)"
 
 
 def per_seed_statistics(summary: pd.DataFrame, reps) -> dict[tuple, tuple[float, np.ndarray]]:
@@ -95,16 +121,113 @@ def per_seed_statistics(summary: pd.DataFrame, reps) -> dict[tuple, tuple[float,
     return out
 
 
-def two_stage_table(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object], band: float, n_resamples: int):
-    """``tables/seeds_two_stage.csv``: every statistic per seed and two-stage, each with its verdict."""
-    tests = {
+def shared_documents(reps: Mapping[int, object]) -> None:
+    """The crossed design's premise, checked: every seed's replicates resample the same documents
+    with the same generator (same bootstrap seed and resamples, same documents per benchmark), so
+    that replicate b is one document resample in every seed (docs/method.md §10)."""
+    present = {s: r for s, r in reps.items() if r is not None}
+    designs = {(r.seed, r.n_resamples, tuple(sorted((r.units or {}).items()))) for r in present.values()}
+    if len(designs) > 1:
+        raise ValueError(
+            "across seeds: the seeds' document bootstraps differ (bootstrap seed, resamples or documents per "
+            "benchmark); the two-stage interval needs every seed evaluated on the same documents"
+        )
+
+
+def two_stage_tests(band: float) -> dict:
+    """Per two-stage statistic, the single-seed test of its interval: (lo, hi) -> direction and verdict."""
+    return {
         GAP: difference_verdict,
         CALIBRATION_SHIFT: lambda lo, hi: _verdict(threshold_side(lo, hi, np.nan, ORDER, above=True)),
         ALGORITHM_SPREAD: lambda lo, hi: _verdict(threshold_side(lo, hi, np.nan, ORDER, above=False)),
         ACCURACY_RATIO: lambda lo, hi: _verdict(within_band(lo, hi, np.nan, band)),
     }
+
+
+def two_stage_table(
+    summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object], band: float, noise: Mapping | None = None
+):
+    """``tables/seeds_two_stage.csv``: every statistic per seed and two-stage, each with its verdict;
+    ``noise`` (``across_seeds_noise``) gives the accuracy ratio's noise rates, which can make its
+    verdicts ``uninformative``."""
+    shared_documents(reps)
     per_seed = {s: per_seed_statistics(summaries[s], reps[s]) for s in sorted(summaries)}
-    return seeds_two_stage_table(per_seed, n_resamples, tests)
+    table = seeds_two_stage_table(per_seed, two_stage_tests(band))
+    for label, (null_pass, null_fail) in (noise or {}).get(ACCURACY_RATIO, {}).items():
+        row = (table["statistic"] == ACCURACY_RATIO) & (table["seed"] == label)
+        table.loc[row, "null_pass_probability"] = null_pass
+        table.loc[row, "null_fail_probability"] = null_fail
+        table.loc[row, "verdict"] = [
+            uninformative_under_noise(v, null_pass, null_fail) for v in table.loc[row, "verdict"]
+        ]
+    return table
+
+
+def perplexity_claim(calibration_halves: list[str], spread_halves: list[str]) -> tuple[str, str, str]:
+    """(calibration half, algorithm half, claim) from the conditions' verdicts: each half holds in
+    most conditions (``most``); the claim holds when both do, does not hold when either does not."""
+    halves = most(calibration_halves), most(spread_halves)
+    claim = HOLDS if all(v == HOLDS for v in halves) else FAILS if FAILS in halves else UNSURE
+    return halves[0], halves[1], claim
+
+
+def across_seeds_noise(
+    summaries: Mapping[int, pd.DataFrame],
+    reps: Mapping[int, object],
+    samples: Mapping[int, pd.DataFrame | None],
+    band: float,
+) -> dict:
+    """The noise rates of the verdicts that carry one: ``{ACCURACY_RATIO: {seed label: (pass, fail)},
+    PERPLEXITY_CLAIM: (pass, fail)}``. A seed's label ("0", ...) gets its own single-seed rule's rates
+    (its null studies, as its observations row); TWO_STAGE and the perplexity claim get those of the
+    across-seeds rule (``noise_null.across_seeds_verdict_rates``). Empty without per-document results."""
+    seeds = sorted(summaries)
+    if any(samples.get(s) is None or reps.get(s) is None for s in seeds):
+        return {}
+    tests = two_stage_tests(band)  # the two-stage rows' own tests (``two_stage_table``)
+    out: dict = {}
+    accuracy = {s: cell_grids(summaries[s], "avg_accuracy_points", reps[s]) for s in seeds}
+    if all(accuracy.values()):
+        rates = {
+            str(s): noise_pass_fail(
+                samples[s], accuracy[s], "accuracy", lambda g: accuracy_decision(g, band), rule=accuracy_rule_name(band)
+            )
+            for s in seeds
+        }
+        cells = {s: noise_cells(samples[s], accuracy[s], "accuracy") for s in seeds}
+        if len(seeds) > 1 and all(c is not None for c in cells.values()):
+            transform = noise_transform("accuracy")
+
+            def accuracy_rule(observed, replicates):
+                ratios = {s: pooled_ratio(regrid(accuracy[s], observed[s], replicates[s], transform)) for s in observed}
+                result = two_stage({s: r[0] for s, r in ratios.items()}, {s: r[1] for s, r in ratios.items()})
+                return tests[ACCURACY_RATIO](result.ci_low, result.ci_high)["verdict"]
+
+            found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
+            rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
+        out[ACCURACY_RATIO] = rates
+    perplexity = {s: cell_grids(summaries[s], "log10_avg_perplexity", reps[s]) for s in seeds}
+    cells = {s: noise_cells(samples[s], perplexity[s], "perplexity") if perplexity[s] else None for s in seeds}
+    if len(seeds) > 1 and all(c is not None for c in cells.values()):
+        transform = noise_transform("perplexity")
+
+        def perplexity_rule(observed, replicates):
+            values: dict[tuple, tuple[dict, dict]] = {}
+            for s in observed:
+                for g in regrid(perplexity[s], observed[s], replicates[s], transform):
+                    for kind, condition, value, rep in condition_values(g):
+                        slot = values.setdefault((kind, g["model"], g["budget"], condition), ({}, {}))
+                        slot[0][s], slot[1][s] = value, rep
+            verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
+            for (kind, *_), (value, rep) in values.items():
+                result = two_stage(value, rep)
+                test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
+                verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
+            return perplexity_claim(verdicts["calibration shift"], verdicts["algorithm spread"])[2]
+
+        found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
+        out[PERPLEXITY_CLAIM] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
+    return out
 
 
 def _verdict(verdict: str) -> dict[str, str]:
@@ -229,6 +352,12 @@ def sets_across_seeds(selections: Mapping[int, pd.DataFrame], draws: int = SETS_
         mean = float(np.mean(observed))
         p_value = float((1 + np.sum(null >= mean - 1e-12)) / (1 + draws))
         verdict = FAILS if mean <= 0 else HOLDS if p_value < ALPHA else UNSURE
+        # The same rule on each null draw: its p against the others (ties as above), its sign.
+        ordered = np.sort(null)
+        null_p = (1 + draws - np.searchsorted(ordered, null - 1e-12, side="left")) / (1 + draws)
+        null_pass = float(np.mean((null > 0) & (null_p < ALPHA)))
+        null_fail = float(np.mean(null <= 0))
+        verdict = uninformative_under_noise(verdict, null_pass, null_fail)
         rows.append(
             {
                 "model": model,
@@ -237,10 +366,12 @@ def sets_across_seeds(selections: Mapping[int, pd.DataFrame], draws: int = SETS_
                 "per_seed": observed,
                 "estimate": mean,
                 "p_value": p_value,
+                "null_pass_probability": null_pass,
+                "null_fail_probability": null_fail,
                 "verdict": verdict,
             }
         )
-    return pd.DataFrame(rows, columns=["model", "budget", "n_seeds", "per_seed", "estimate", "p_value", "verdict"])
+    return pd.DataFrame(rows, columns=SETS_COLUMNS)
 
 
 # --------------------------------------------------------------------------- the decision table
@@ -253,12 +384,15 @@ def decision_table(
     per_seed_verdicts: pd.DataFrame | None,
     strong_rho: float,
     n_resamples: int = 10_000,
-    accuracy_null_pass: Mapping[int, float] | None = None,
+    noise: Mapping | None = None,
 ) -> pd.DataFrame:
     """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
     verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
     seed's verdict (``per_seed``, in seed order); one ``claim`` row per paper claim with its per-seed
-    verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one."""
+    verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
+    of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
+    gives the perplexity claim's noise rates."""
+    noise = noise or {}
     rows: list[dict] = []
     pooled = two_stage[two_stage["seed"] == TWO_STAGE]
     singles = two_stage[two_stage["seed"] != TWO_STAGE]
@@ -270,7 +404,7 @@ def decision_table(
             & (singles["statistic"] == r.statistic)
             & (singles["condition"] == r.condition)
         ]
-        verdicts = list(mine["verdict"])
+        verdicts = list(mine.sort_values("seed", key=lambda seed: seed.astype(int))["verdict"])
         return {
             "claim": claim,
             "statistic": label,
@@ -282,8 +416,10 @@ def decision_table(
             "document_variance": r.document_variance,
             "seeds_holding": f"{verdicts.count(HOLDS)} of {len(verdicts)}",
             "per_seed": ", ".join(verdicts),
+            "null_pass_probability": getattr(r, "null_pass_probability", np.nan),
+            "null_fail_probability": getattr(r, "null_fail_probability", np.nan),
             "verdict": r.verdict,
-            "rule": "two-stage interval",
+            "rule": "two-stage interval (t over seeds, documents shared)",
         }
 
     for r in pooled[pooled["statistic"] == GAP].itertuples(index=False):
@@ -313,38 +449,29 @@ def decision_table(
                 }
             )
     if len(halves) == 2:
-        both = list(halves.values())
-        claim = HOLDS if all(v == HOLDS for v in both) else FAILS if FAILS in both else UNSURE
+        conditions = {statistic: list(pooled.loc[pooled["statistic"] == statistic, "verdict"]) for statistic in halves}
+        claim = perplexity_claim(conditions[CALIBRATION_SHIFT], conditions[ALGORITHM_SPREAD])[2]
+        null_pass, null_fail = noise.get(PERPLEXITY_CLAIM, (np.nan, np.nan))
+        claim = uninformative_under_noise(claim, null_pass, null_fail)
         claim_verdicts["5.2"].append(claim)
         rows.append(
             {
                 "claim": "5.2",
-                "statistic": "perplexity: calibration dominates (both halves hold)",
+                "statistic": PERPLEXITY_CLAIM,
                 "n_seeds": int(pooled["n_seeds"].max()),
+                "null_pass_probability": null_pass,
+                "null_fail_probability": null_fail,
                 "verdict": claim,
-                "rule": "both halves hold",
+                "rule": "both halves hold; uninformative when null studies of the across-seeds rule reach the "
+                f"verdict > {UNINFORMATIVE_LEVEL:.0%}",
             }
         )
     for r in pooled[pooled["statistic"] == ACCURACY_RATIO].itertuples(index=False):
         row = statistic_row("5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
-        if accuracy_null_pass:
-            # The single-seed test's last step: noise alone passing the band test more often than
-            # UNINFORMATIVE_LEVEL makes a pass uninformative, per seed on its own null pass
-            # probability and across seeds on their mean.
-            mine = singles[singles["statistic"] == ACCURACY_RATIO].sort_values("seed", key=lambda s: s.astype(int))
-            per_seed = [
-                uninformative_if_noise_passes(v, accuracy_null_pass.get(int(seed), np.nan))
-                for seed, v in zip(mine["seed"], mine["verdict"])
-            ]
-            known = [v for v in accuracy_null_pass.values() if np.isfinite(v)]
-            mean_null = float(np.mean(known)) if known else float("nan")  # none: no noise study ran
-            row |= {
-                "seeds_holding": f"{per_seed.count(HOLDS)} of {len(per_seed)}",
-                "per_seed": ", ".join(per_seed),
-                "verdict": uninformative_if_noise_passes(r.verdict, mean_null),
-                "rule": f"two-stage interval in the band; uninformative when noise passes > "
-                f"{UNINFORMATIVE_LEVEL:.0%} (mean null pass over seeds {mean_null:.0%})",
-            }
+        row["rule"] = (
+            f"two-stage interval in the band; uninformative when null studies of the across-seeds rule "
+            f"reach the verdict > {UNINFORMATIVE_LEVEL:.0%}"
+        )
         rows.append(row)
         claim_verdicts["5.2"].append(row["verdict"])
     # §5.3: signs over the (M, seed) cells, and the median under perplexity pruning.
@@ -356,6 +483,9 @@ def decision_table(
         if cells.empty:
             continue
         verdict, claimed, other, n = sign_count_verdict(cells["rho"].to_numpy(dtype=float), sign)
+        # Fair-coin signs reach either side's count equally often.
+        noise_rate = sign_count_noise_probability(n)
+        verdict = uninformative_under_noise(verdict, noise_rate, noise_rate)
         claim_verdicts["5.3"].append(verdict)
         rows.append(
             {
@@ -365,6 +495,8 @@ def decision_table(
                 "estimate": claimed,
                 "seeds_holding": "",
                 "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
+                "null_pass_probability": noise_rate,
+                "null_fail_probability": noise_rate,
                 "verdict": verdict,
                 "rule": f"at least {cells_needed(n)} of {n} (M, seed) cells ({other} of the other sign; "
                 f"noise passes {sign_count_noise_probability(n):.1%})",
@@ -407,6 +539,8 @@ def decision_table(
                 "n_seeds": int(r.n_seeds),
                 "estimate": r.estimate,
                 "per_seed": ", ".join(f"{x:+.2f}" for x in r.per_seed),
+                "null_pass_probability": r.null_pass_probability,
+                "null_fail_probability": r.null_fail_probability,
                 "verdict": r.verdict,
                 "rule": f"> 0 with label-swap p < {ALPHA:g} (p = {r.p_value:.4f}, flips in every seed)",
             }
@@ -471,14 +605,3 @@ def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | N
         ci = "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3g}, {r.ci_high:.3g}]"
         lines.append(f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {r.seeds_holding or ''} | {r.verdict} |")
     return "\n".join(lines) + "\n"
-
-
-def accuracy_ratio_null_pass(rows: pd.DataFrame) -> float:
-    """A seed's null pass probability of the pooled accuracy ratio's band test (its observations.csv
-    row), NaN when it has none."""
-    chosen = rows[
-        (rows["claim"] == "5.2")
-        & (rows["scope"] == "all (max over cells)")
-        & rows["statistic"].str.startswith("accuracy shift ratio")
-    ]
-    return float(chosen["null_pass_probability"].iloc[0]) if len(chosen) else float("nan")

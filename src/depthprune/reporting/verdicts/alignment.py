@@ -3,7 +3,7 @@ avg accuracy) on raw values, as the paper's Figure 3: a NEGATIVE ρ means lower 
 higher accuracy (alignment). Per cell ρ, the number of distinct sets and the exact permutation p are
 descriptive; the claims are judged across cells as the paper states them: TLM pruning positive in
 every cell; perplexity pruning negative in most cells, with a weak median (−strong_rho < median < 0,
-ours); each with its null pass probability under no association.
+ours); each with the chance that it passes, and that it does not hold, under no association.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from depthprune.reporting.verdicts.rules import (
     NAN2,
     combine,
     observation_row,
-    uninformative_if_noise_passes,
+    uninformative_under_noise,
 )
 
 # |ρ| above this is strong; the paper's perplexity-pruning median −0.27 is weak (alignment, but loose).
@@ -96,7 +96,8 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
             null_pass = _majority_negative_probability([(null < 0).mean() for null in nulls[kind]])
             statistic = "cells with ρ < 0 (claim: most cells, i.e. > half (ours), alignment)"
             paper_text = f"{p['ppl']['negative_cells']}/{p['ppl']['cells']} negative"
-        verdict = uninformative_if_noise_passes(verdict, null_pass)
+        # Two outcomes: noise that does not pass does not hold.
+        verdict = uninformative_under_noise(verdict, null_pass, 1 - null_pass)
         verdicts.append(verdict)
         rows.append(
             observation_row(
@@ -107,6 +108,7 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
                 paper=paper_text,
                 verdict=verdict,
                 null_pass=null_pass,
+                null_fail=1 - null_pass,
                 note=f"of {n} cells; null pass: probability under no association in any cell (exact per cell)",
             )
         )
@@ -114,7 +116,7 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
             median = float(np.median(rho))
             weak = HOLDS if -strong_rho < median < 0 else FAILS
             null_pass = _median_in_probability(nulls[kind], -strong_rho, 0.0)
-            weak = uninformative_if_noise_passes(weak, null_pass)
+            weak = uninformative_under_noise(weak, null_pass, 1 - null_pass)
             verdicts.append(weak)
             rows.append(
                 observation_row(
@@ -125,6 +127,7 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
                     paper=f"median {p['ppl']['median']:+.2f} (weak)",
                     verdict=weak,
                     null_pass=null_pass,
+                    null_fail=1 - null_pass,
                     note=f"null pass: Monte Carlo, {MEDIAN_NULL_DRAWS} draws from the cells' exact null distributions",
                 )
             )

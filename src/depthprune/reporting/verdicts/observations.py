@@ -133,7 +133,7 @@ def paper_comparison(obs: Observations) -> pd.DataFrame:
     """Every statistic the paper reports a value for, ours beside it, with interval and verdict."""
     rows = obs.rows[obs.rows["paper_value"] != ""]
     columns = ["claim", "scope", "statistic", "paper_value", "value", "ci_low", "ci_high"]
-    return rows[[*columns, "null_pass_probability", "verdict"]].reset_index(drop=True)
+    return rows[[*columns, "null_pass_probability", "null_fail_probability", "verdict"]].reset_index(drop=True)
 
 
 def _fmt(value) -> str:
@@ -165,6 +165,8 @@ def _markdown(frame: pd.DataFrame, columns: list[str]) -> str:
                 values.append(_fmt_p(r.p_value))
             elif col == "null pass":
                 values.append(_fmt_p(r.null_pass_probability))
+            elif col == "null fail":
+                values.append(_fmt_p(r.null_fail_probability))
             else:
                 values.append(str(getattr(r, col)).replace("|", "\\|"))
         lines.append("| " + " | ".join(values) + " |")
@@ -180,10 +182,10 @@ def observations_markdown(obs: Observations) -> str:
         f"documents ({s['bootstrap']}); verdicts use only the paper's two calibrations (ppl_c4, tlm_cs170k). "
         "`inconclusive`: the interval straddles the claim's threshold, or one of its ends lies within "
         "2 Monte-Carlo standard errors of it (CSV: ci_low_mc_se, ci_high_mc_se). null: the value for random "
-        "sets of the same size and depth; p: permutation p-value against it. null pass: how often the claim's "
-        "test passes in simulated studies where no factor has any effect (each document's scores shuffled "
-        f"among the runs, or ρ's exact permutation null); above {UNINFORMATIVE_LEVEL:.0%} the verdict is "
-        "`uninformative`. Thresholds marked (ours) are not in the paper (docs/method.md §7).",
+        "sets of the same size and depth; p: permutation p-value against it. null pass / null fail: how often "
+        "the claim's test passes / does not hold in simulated studies where no factor has any effect (each "
+        "document's scores shuffled among the runs, or ρ's exact permutation null); when that rate of the "
+        f"verdict reached is above {UNINFORMATIVE_LEVEL:.0%}, the verdict is `uninformative`. Thresholds marked (ours) are not in the paper (docs/method.md §7).",
         "",
         f'- §5.2 "comparable" band: calibration shift / algorithm shift within [1/{s["comparable_band"]:g}, '
         f"{s['comparable_band']:g}] (the paper's 5.76 / 7.51 = 0.77 is inside).",
@@ -199,7 +201,17 @@ def observations_markdown(obs: Observations) -> str:
         lines += [f"- {remark}" for remark in obs.remarks.get(claim, [])]
         lines.append("")
         if not rows.empty:
-            columns = ["scope", "statistic", "value", "95% interval", "null", "p", "null pass", "paper_value"]
+            columns = [
+                "scope",
+                "statistic",
+                "value",
+                "95% interval",
+                "null",
+                "p",
+                "null pass",
+                "null fail",
+                "paper_value",
+            ]
             columns += ["verdict", "note"]
             lines += [_markdown(rows, columns), ""]
     if obs.informative is not None:
@@ -271,7 +283,17 @@ def paper_comparison_markdown(obs: Observations) -> str:
     ]
     if frame.empty:
         return "\n".join(lines + ["_No statistic to compare._", ""])
-    columns = ["claim", "scope", "statistic", "paper_value", "value", "95% interval", "null pass", "verdict"]
+    columns = [
+        "claim",
+        "scope",
+        "statistic",
+        "paper_value",
+        "value",
+        "95% interval",
+        "null pass",
+        "null fail",
+        "verdict",
+    ]
     lines.append(_markdown(frame, columns))
     return "\n".join(lines).rstrip() + "\n"
 

@@ -158,12 +158,17 @@ def pooled_ratio(grids: list[dict]) -> tuple[float, np.ndarray | None]:
     return ratio, rep_ratio
 
 
-def accuracy_decision(grids: list[dict], band: float) -> bool:
-    """Whether the pooled accuracy ratio's interval lies inside [1/band, band] (the "comparable" rule
-    without the Monte-Carlo guard, which a 400-resample inner bootstrap cannot carry)."""
+def accuracy_decision(grids: list[dict], band: float) -> str:
+    """The pooled accuracy ratio's band test (the "comparable" rule without the Monte-Carlo guard,
+    which a 400-resample inner bootstrap cannot carry): holds when its interval lies inside
+    [1/band, band], does not hold when it lies wholly outside, else inconclusive."""
     ratio, rep = pooled_ratio(grids)
     lo, hi = interval(rep) if rep is not None else (ratio, ratio)
-    return bool(np.isfinite(lo) and 1 / band <= lo and hi <= band)
+    if not np.isfinite(lo):
+        return UNSURE
+    if 1 / band <= lo and hi <= band:
+        return HOLDS
+    return FAILS if lo > band or hi < 1 / band else UNSURE
 
 
 def regrid(grids: list[dict], observed: list[np.ndarray], replicates: list[np.ndarray], transform) -> list[dict]:

@@ -1,7 +1,8 @@
 """How a statistic becomes a verdict: ``holds``, ``does not hold`` or ``inconclusive`` (the interval
 straddles the threshold, or an end lies within Monte-Carlo error of it: ``bootstrap.resolved``);
-``descriptive`` rows carry a number but no test; ``uninformative`` when pure noise passes the test
-more often than ``UNINFORMATIVE_LEVEL`` (``reporting/statistics/noise_null.py``). One row of
+``descriptive`` rows carry a number but no test; ``uninformative`` when pure noise reaches the
+verdict more often than ``UNINFORMATIVE_LEVEL`` (``reporting/statistics/noise_null.py``): a pass or
+an inconclusive result when noise passes that often, a ``does not hold`` when noise fails that often. One row of
 ``observations.csv`` (``observation_row``, ``COLUMNS``) and one claim's verdict from its cells
 (``combine``).
 """
@@ -14,7 +15,7 @@ from depthprune.reporting.statistics.bootstrap import resolved
 from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
 
 HOLDS, FAILS, UNSURE, DESCRIPTIVE = "holds", "does not hold", "inconclusive", "descriptive"
-UNINFORMATIVE = "uninformative"  # pure noise passes the test more often than UNINFORMATIVE_LEVEL
+UNINFORMATIVE = "uninformative"  # pure noise reaches the verdict more often than UNINFORMATIVE_LEVEL
 NOT_TESTABLE = "not testable"
 COLUMNS = [
     "claim",
@@ -28,6 +29,7 @@ COLUMNS = [
     "null_value",
     "p_value",
     "null_pass_probability",
+    "null_fail_probability",
     "paper_value",
     "verdict",
     "note",
@@ -112,6 +114,7 @@ def observation_row(
     p=float("nan"),
     note="",
     null_pass=float("nan"),
+    null_fail=float("nan"),
 ) -> dict:
     return {
         "claim": claim,
@@ -125,15 +128,20 @@ def observation_row(
         "null_value": float(null),
         "p_value": float(p),
         "null_pass_probability": float(null_pass),
+        "null_fail_probability": float(null_fail),
         "paper_value": paper,
         "verdict": verdict,
         "note": note,
     }
 
 
-def uninformative_if_noise_passes(verdict: str, null_pass: float) -> str:
-    """``uninformative`` when pure noise passes the test more often than UNINFORMATIVE_LEVEL (a test
-    that did not pass keeps its verdict: the data rejected even a lenient test)."""
-    if np.isfinite(null_pass) and null_pass > UNINFORMATIVE_LEVEL and verdict in (HOLDS, UNSURE):
+def uninformative_under_noise(verdict: str, null_pass: float, null_fail: float = float("nan")) -> str:
+    """``uninformative`` when pure noise reaches the verdict more often than UNINFORMATIVE_LEVEL:
+    ``null_pass`` (the share of null studies passing the test) judges a pass and an inconclusive
+    result, ``null_fail`` (the share reaching ``does not hold``) judges a ``does not hold``. A verdict
+    that a study with no effect at all reaches one time in five says too little about the claim,
+    whichever way it goes (docs/method.md §7)."""
+    rate = null_fail if verdict == FAILS else null_pass if verdict in (HOLDS, UNSURE) else float("nan")
+    if np.isfinite(rate) and rate > UNINFORMATIVE_LEVEL:
         return UNINFORMATIVE
     return verdict

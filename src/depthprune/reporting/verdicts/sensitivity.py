@@ -13,8 +13,8 @@ from depthprune.reporting.verdicts.paper_shifts import (
     accuracy_decision,
     cell_grids,
 )
-from depthprune.reporting.verdicts.rules import DESCRIPTIVE, observation_row, uninformative_if_noise_passes, within_band
-from depthprune.reporting.verdicts.variance import noise_pass_probability
+from depthprune.reporting.verdicts.rules import DESCRIPTIVE, observation_row, uninformative_under_noise, within_band
+from depthprune.reporting.verdicts.variance import noise_pass_fail
 
 INFORMATIVE_SCOPE = ", informative tasks"
 
@@ -46,13 +46,13 @@ def observe_informative(
             continue
         ci, se = (r.ratio_ci_low, r.ratio_ci_high), (r.ratio_ci_low_mc_se, r.ratio_ci_high_mc_se)
         verdict = within_band(*ci, r.ratio, band, se=se)
-        null_pass = float("nan")
+        null_pass = null_fail = float("nan")
         if samples is not None and view_reps is not None:
             grids = cell_grids(view, "avg_accuracy_points", view_reps)
-            null_pass = noise_pass_probability(
+            null_pass, null_fail = noise_pass_fail(
                 samples, grids, "accuracy", lambda g: accuracy_decision(g, band), tasks=found.tasks
             )
-        verdict = uninformative_if_noise_passes(verdict, null_pass)
+        verdict = uninformative_under_noise(verdict, null_pass, null_fail)
         statistic = f"accuracy shift ratio calibration / algorithm (claim: in [1/{band:g}, {band:g}] (ours))"
         for part, value, lo, hi in (
             ("calibration", r.shift_calibration, r.shift_calibration_ci_low, r.shift_calibration_ci_high),
@@ -78,6 +78,7 @@ def observe_informative(
                 verdict=verdict,
                 se=se,
                 null_pass=null_pass,
+                null_fail=null_fail,
                 note=note,
             )
         )

@@ -3,8 +3,8 @@ calibration shift per (model, M, algorithm) and the algorithm spread per (model,
 orders of magnitude, each half holding in "most" (more than half, ours) conditions; failed searches
 flagged, and a sensitivity without them. Accuracy: the largest shift from each factor pooled by the
 max over cells, "comparable" when the ratio's interval lies in [1/band, band] (ours). Each claim
-carries its null pass probability (``reporting/statistics/noise_null.py``): above
-UNINFORMATIVE_LEVEL a passing verdict is ``uninformative``. The per-cell ranges, the two-way
+carries the share of null studies (``reporting/statistics/noise_null.py``) that pass it and that
+fail it: above UNINFORMATIVE_LEVEL for the verdict reached, the verdict is ``uninformative``. The per-cell ranges, the two-way
 decomposition and the per-df reading are descriptive rows beside them.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS
 from depthprune.reporting.analysis.frames import failed_searches, without_failed_searches
 from depthprune.reporting.analysis.spread import range_statistic, variance_decomposition
-from depthprune.reporting.statistics.noise_null import exceeds_noise, pass_probability, unit_scores
+from depthprune.reporting.statistics.noise_null import exceeds_noise, unit_scores, verdict_rates
 from depthprune.reporting.verdicts.paper_shifts import (
     accuracy_decision,
     cell_grids,
@@ -25,13 +25,14 @@ from depthprune.reporting.verdicts.paper_shifts import (
     regrid,
 )
 from depthprune.reporting.verdicts.rules import (
+    FAILS,
     HOLDS,
     NOT_TESTABLE,
     UNSURE,
     above,
     combine,
     observation_row,
-    uninformative_if_noise_passes,
+    uninformative_under_noise,
     within_band,
 )
 
@@ -152,11 +153,12 @@ def observe_variance(
                 )
             )
         if not label:
-            null_pass = float("nan")
+            null_pass = null_fail = float("nan")
             if samples is not None:
-                null_pass = noise_pass_probability(
-                    samples, grids, "perplexity", lambda g: perplexity_decision(g)[2] == HOLDS
+                null_pass, null_fail = noise_pass_fail(
+                    samples, grids, "perplexity", lambda g: perplexity_decision(g)[2]
                 )
+            verdict = uninformative_under_noise(claim, null_pass, null_fail)
             rows.append(
                 observation_row(
                     "5.2",
@@ -164,13 +166,14 @@ def observe_variance(
                     "perplexity: calibration dominates (both halves hold)",
                     float(claim == HOLDS),
                     paper="1–3 orders vs < 1 order",
-                    verdict=uninformative_if_noise_passes(claim, null_pass),
+                    verdict=verdict,
                     null_pass=null_pass,
-                    note="value 1 when both halves hold; null pass: share of null studies (no effect of "
-                    "calibration or algorithm) that pass",
+                    null_fail=null_fail,
+                    note="value 1 when both halves hold; null pass / fail: share of null studies (no effect "
+                    "of calibration or algorithm) that pass / do not hold",
                 )
             )
-            overall["log10_avg_perplexity"] = uninformative_if_noise_passes(claim, null_pass)
+            overall["log10_avg_perplexity"] = verdict
     if failed:
         remarks.append(
             "Failed searches (final calibration loss worse than one-shot's on the same objective): "
@@ -218,20 +221,36 @@ def observe_variance(
         )
         if pooled and r.response == "avg_accuracy_points":
             verdict = _ratio_verdict(r.response, ci, se, r.ratio, band)
-            null_pass = float("nan")
+            null_pass = null_fail = float("nan")
             if samples is not None:
                 grids = cell_grids(summary, "avg_accuracy_points", reps)
-                null_pass = noise_pass_probability(samples, grids, "accuracy", lambda g: accuracy_decision(g, band))
-            verdict = uninformative_if_noise_passes(verdict, null_pass)
+                null_pass, null_fail = noise_pass_fail(
+                    samples, grids, "accuracy", lambda g: accuracy_decision(g, band), rule=accuracy_rule_name(band)
+                )
+            verdict = uninformative_under_noise(verdict, null_pass, null_fail)
             overall[r.response] = verdict
             note = "; ".join(
                 n
-                for n in (note, "null pass: share of null studies (no effect at all) whose interval lies in the band")
+                for n in (
+                    note,
+                    "null pass / fail: share of null studies (no effect at all) whose interval lies in / "
+                    "wholly outside the band",
+                )
                 if n
             )
             rows.append(
                 observation_row(
-                    "5.2", scope, statistic, r.ratio, ci, paper_ratio, verdict, se=se, null_pass=null_pass, note=note
+                    "5.2",
+                    scope,
+                    statistic,
+                    r.ratio,
+                    ci,
+                    paper_ratio,
+                    verdict,
+                    se=se,
+                    null_pass=null_pass,
+                    null_fail=null_fail,
+                    note=note,
                 )
             )
         else:
@@ -288,23 +307,45 @@ def observe_variance(
     return rows, verdict, remarks
 
 
-def noise_pass_probability(
-    samples: pd.DataFrame, grids: list[dict], kind: str, decide, tasks: dict | None = None
-) -> float:
-    """Pass probability of ``decide`` (on per-cell grids) over null studies built from ``samples``;
-    ``tasks`` (model -> zero-shot tasks) restricts an accuracy null to each model's tasks."""
+def accuracy_rule_name(band: float) -> str:
+    """The name of the single-seed accuracy band rule (``accuracy_decision``) for the rates' cache."""
+    return f"accuracy ratio in [1/{band!r}, {band!r}]"
+
+
+def noise_cells(samples: pd.DataFrame, grids: list[dict], kind: str, tasks: dict | None = None) -> list | None:
+    """Per cell grid, the per-document scores of its runs (``noise_null.unit_scores``) on the
+    benchmarks of ``kind``; ``tasks`` (model -> zero-shot tasks) restricts an accuracy null to each
+    model's tasks. None when a cell lacks them or there is no cell."""
     from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
 
     benchmarks = ZERO_SHOT_BENCHMARKS if kind == "accuracy" else PERPLEXITY_BENCHMARKS
     cells = [unit_scores(samples, g["runs"], tasks[g["model"]] if tasks is not None else benchmarks) for g in grids]
     if not grids or any(c is None for c in cells):
-        return float("nan")
-    transform = (lambda v: 100 * v) if kind == "accuracy" else np.log10
+        return None
+    return cells
 
-    def rule(observed, replicates):
+
+def noise_transform(kind: str):
+    """The grids' response from a null study's averages: accuracy in points, perplexity in orders."""
+    return (lambda v: 100 * v) if kind == "accuracy" else np.log10
+
+
+def noise_pass_fail(
+    samples: pd.DataFrame, grids: list[dict], kind: str, decide, tasks: dict | None = None, rule: str | None = None
+) -> tuple[float, float]:
+    """(share of null studies that pass, share that do not hold) under ``decide`` (per-cell grids ->
+    verdict), null studies built from ``samples`` (``noise_null.verdict_rates``; ``rule`` names
+    ``decide`` so that the same rates are computed once); NaN without cells."""
+    cells = noise_cells(samples, grids, kind, tasks)
+    if cells is None:
+        return float("nan"), float("nan")
+    transform = noise_transform(kind)
+
+    def judge(observed, replicates):
         return decide(regrid(grids, observed, replicates, transform))
 
-    return pass_probability(cells, rule, kind)
+    rates = verdict_rates(cells, judge, kind, rule=rule)
+    return rates.get(HOLDS, 0.0), rates.get(FAILS, 0.0)
 
 
 def _perplexity_noise_p(samples: pd.DataFrame, runs: pd.DataFrame, kind: str) -> float:
