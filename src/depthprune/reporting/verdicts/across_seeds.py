@@ -33,6 +33,7 @@ from math import comb
 import numpy as np
 import pandas as pd
 
+from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.reporting.analysis.agreement import jaccard
 from depthprune.reporting.statistics.distinct import distinct_spearman_table
@@ -128,7 +129,7 @@ def shared_documents(reps: Mapping[int, object]) -> None:
     present = {s: r for s, r in reps.items() if r is not None}
     designs = {(r.seed, r.n_resamples, tuple(sorted((r.units or {}).items()))) for r in present.values()}
     if len(designs) > 1:
-        raise ValueError(
+        raise InputError(
             "across seeds: the seeds' document bootstraps differ (bootstrap seed, resamples or documents per "
             "benchmark); the two-stage interval needs every seed evaluated on the same documents"
         )
