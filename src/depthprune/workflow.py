@@ -503,9 +503,30 @@ def data_fingerprint(config: Mapping, files: Iterable[str]) -> str:
     return digest.hexdigest()[:20]
 
 
+def resolved_dtype(config: Mapping, model: str) -> str:
+    """The dtype the jobs of `model` compute in: its model_table dtype, with `auto` resolved as the
+    jobs resolve it (models/cpu_dtype.auto_dtype: bfloat16 on CUDA; on a CPU, bfloat16 only where it
+    is native, and DEPTHPRUNE_CPU_BF16 decides when set). Resolved where Snakemake plans, which is
+    where local jobs run; with `device: auto` that asks torch whether CUDA is available."""
+    from depthprune.models.cpu_dtype import auto_dtype
+
+    dtype = model_entry(config, model)["dtype"]
+    if dtype != "auto":
+        return dtype
+    device = config["device"]
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        return auto_dtype(device.split(":", 1)[0])[0]
+    except ValueError as err:  # DEPTHPRUNE_CPU_BF16 neither 0 nor 1
+        raise ConfigError(f"model_table.{model}.dtype auto: {err}") from None
+
+
 def provenance(config: Mapping, wildcards, stage: str) -> str:
     """What a job's results depend on beyond its command line: code version (SCORING_VERSION and
-    the package's version), the model's configured dtype, the versions of the packages that compute
+    the package's version), the dtype the model computes in (``resolved_dtype``), the versions of the packages that compute
     it, and the content of the data it reads. A `params:` value, so a change of any of them reruns
     the job (Snakemake's params trigger); the caches' keys decide what is recomputed inside it.
 
@@ -523,7 +544,7 @@ def provenance(config: Mapping, wildcards, stage: str) -> str:
     parts = {
         "scoring_version": SCORING_VERSION,
         "depthprune": __version__,
-        "dtype": model_entry(config, wildcards.model)["dtype"],
+        "dtype": resolved_dtype(config, wildcards.model),
         **{name: package_version(name) for name in PROVENANCE_PACKAGES[stage]},
         "data": data_fingerprint(config, files),
     }
