@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -188,6 +189,21 @@ def test_provenance_changes_with_each_input(data_dir, tmp_path, monkeypatch):
     assert wf.provenance(config, WILDCARDS, "calibration") != base
     monkeypatch.undo()
     assert wf.provenance(config, WILDCARDS, "calibration") == base
+
+
+def test_a_gguf_models_content_is_part_of_its_provenance(tmp_path):
+    """Issue 55: another file at a gguf: path reruns the model's jobs (the conversion cache is keyed
+    by content too: tests/test_cache_keys.py); other specs keep their provenance strings."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF weights")
+    config = smoke_config(model_cache_dir=str(tmp_path / "cache"))
+    plain = wf.provenance(config, WILDCARDS, "calibration")
+    assert "model_sha256" not in plain
+    config["model_table"]["tiny"]["spec"] = f"gguf:{gguf}"
+    first = wf.provenance(config, WILDCARDS, "calibration")
+    assert first == f"{plain} model_sha256={hashlib.sha256(b'GGUF weights').hexdigest()}"
+    gguf.write_bytes(b"GGUF other weights")
+    assert wf.provenance(config, WILDCARDS, "evaluation").endswith(hashlib.sha256(b"GGUF other weights").hexdigest())
 
 
 def test_resolved_dtype_follows_the_device_and_the_cpu(monkeypatch):
