@@ -55,6 +55,7 @@ include: "workflow/rules/render.smk"
 # of queueing as cluster jobs (seconds of work against a job's Snakemake start-up).
 localrules:
     evaluation_settings,
+    aggregate_tables,
     aggregate,
     render,
     calibration_size,
@@ -69,7 +70,7 @@ rule all:
     default_target: True
     input:
         rules.render.output,
-        rules.aggregate.input,
-        rules.aggregate.output,
+        rules.aggregate_tables.input,
+        rules.aggregate_tables.output,
         # the calibration-size study's figure and table, when the config asks for one
         rules.calibration_size.output if config.get("calibration_sizes") else [],

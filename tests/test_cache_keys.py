@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,56 @@ def test_paper_model_ids_are_hub_ids_that_fail_at_once_offline(spec, monkeypatch
     assert code == 2
     assert "Hugging Face hub id not reachable" in err and "folder not found" not in err, err
     assert time.monotonic() - started < 20  # no retries (usually well under a second)
+
+
+def test_gguf_files_of_one_name_get_their_own_conversions(tmp_path, monkeypatch):
+    """Issue 55: gguf:b/model.gguf after gguf:a/model.gguf (same file name, same cache) got a's
+    converted weights. The converted folder is keyed by the file's content: another content gets
+    another folder, the same content (a copy elsewhere) the same one."""
+    from depthprune.models import loading
+
+    a, b, copy_of_a = (tmp_path / where / "model.gguf" for where in ("a", "b", "c"))
+    for path, content in ((a, b"GGUF a's weights"), (b, b"GGUF b's weights"), (copy_of_a, b"GGUF a's weights")):
+        path.parent.mkdir()
+        path.write_bytes(content)
+    converted = []
+
+    def convert(gguf, target):  # stands in for the transformers conversion, which needs a real model
+        converted.append(gguf)
+        target.mkdir(parents=True, exist_ok=True)
+        return target
+
+    monkeypatch.setattr(loading, "_convert_gguf", convert)
+    cache = tmp_path / "cache"
+    folder_a = loading.materialise(f"gguf:{a}", cache)
+    folder_b = loading.materialise(f"gguf:{b}", cache)
+    assert folder_a != folder_b
+    assert loading.materialise(f"gguf:{copy_of_a}", cache) == folder_a  # content, not path
+    assert {Path(f).parent for f in (folder_a, folder_b)} == {cache}
+    assert Path(folder_a).name.startswith("model-") and Path(folder_b).name.startswith("model-")
+    assert converted == [a, b, copy_of_a]
+    a.write_bytes(b"GGUF a's weights, edited")  # the same file with new content: its own folder
+    assert loading.materialise(f"gguf:{a}", cache) not in (folder_a, folder_b)
+
+
+def test_a_source_file_is_hashed_once_while_it_is_unchanged(tmp_path):
+    """The hash is recorded with the file's size and mtime, and reused while they hold (model jobs
+    that convert nothing only stat the GGUF); a changed file is hashed again."""
+    import hashlib
+    import json
+    import os
+
+    from depthprune.models.fingerprint import SOURCE_HASHES_DIR, source_sha256
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF weights")
+    cache = tmp_path / "cache"
+    assert source_sha256(gguf, cache) == hashlib.sha256(b"GGUF weights").hexdigest()
+    (record,) = (cache / SOURCE_HASHES_DIR).iterdir()
+    stored = json.loads(record.read_text())
+    assert stored["path"] == str(gguf.resolve()) and stored["size"] == len(b"GGUF weights")
+    planted = "0" * 64  # what only a reused record can return
+    record.write_text(json.dumps({**stored, "sha256": planted}))
+    assert source_sha256(gguf, cache) == planted
+    os.utime(gguf, ns=(stored["mtime_ns"] + 10**9, stored["mtime_ns"] + 10**9))
+    assert source_sha256(gguf, cache) == hashlib.sha256(b"GGUF weights").hexdigest()

@@ -107,7 +107,7 @@ def test_figures_target_plans_only_the_figures(fresh_clone, study):
     assert set(forced) <= FIGURE_RULES and forced["render"] == 1, forced
     # the whole study, by contrast, still recomputes everything from scratch on a fresh clone
     whole = job_counts(snakemake(fresh_clone, "-n", *args).stdout)
-    assert whole["search"] > 0 and whole["evaluate_selections"] > 0 and whole["aggregate"] == 1, whole
+    assert whole["search"] > 0 and whole["evaluate_selections"] > 0 and whole["aggregate_tables"] == 1, whole
 
 
 @pytest.mark.parametrize("study", list(STUDIES))

@@ -112,9 +112,12 @@ def test_claim_leaves_a_folder_with_other_files_unmarked(tmp_path):
 
 
 def test_prepare_model_refuses_to_replace_a_user_folder(tmp_path, capsys):
-    """`prepare-model --model gguf:/m/mymodel.gguf --model-cache-dir /m` with a folder /m/mymodel/."""
+    """`prepare-model --model gguf:/m/mymodel.gguf --model-cache-dir /m` with a folder of the name the
+    conversion would take (/m/mymodel-<sha256 prefix>/)."""
+    from depthprune.models.loading import gguf_target
+
     (tmp_path / "mymodel.gguf").write_bytes(b"GGUF not really")
-    user_folder = tmp_path / "mymodel"
+    user_folder = gguf_target(tmp_path / "mymodel.gguf", tmp_path)
     user_folder.mkdir()
     user_files(user_folder)
     status = main(["prepare-model", "--model", f"gguf:{tmp_path / 'mymodel.gguf'}", "--model-cache-dir", str(tmp_path)])

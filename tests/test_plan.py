@@ -28,7 +28,7 @@ PAPER_DRY_RUN = {
     "search": 84,
     "evaluate_selections": 12,
     "evaluate_dense": 3,
-    "aggregate": 1,
+    "aggregate_tables": 1,
     "render": 1,
     "all": 1,
 }

@@ -88,3 +88,45 @@ def test_render_reads_an_aggregate_without_the_dtype_column(tmp_path):
     out = tmp_path / "figures"
     assert main(["render", "--aggregate", str(tmp_path / "agg"), "--out", str(out), "--only", "table3,table4"]) == 0
     assert (out / "tables" / "table4.csv").is_file()
+
+
+def folder_bytes(folder) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_a_refused_aggregate_leaves_the_previous_one_intact(tmp_path):
+    """Issue 55: the mixed inputs are refused before anything is written; the last aggregate stays."""
+    results, selections = study(tmp_path)
+    out = tmp_path / "agg"
+    assert aggregate(results, out) == 0
+    (out / "notes.txt").write_text("the user's\n")  # a file the tool did not write: never touched
+    before = folder_bytes(out)
+    edit(selections[0], dtype="bfloat16")
+    assert aggregate(results, out) == 2
+    assert folder_bytes(out) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_a_failure_while_writing_leaves_the_previous_aggregate_intact(tmp_path, monkeypatch):
+    """The tables are written apart and moved in only when every file is complete: a failure after
+    some of them were written leaves the previous aggregate whole, not half old and half new."""
+    import depthprune.reporting.aggregate as aggregate_module
+
+    results, selections = study(tmp_path)
+    out = tmp_path / "agg"
+    assert aggregate(results, out) == 0
+    before = folder_bytes(out)
+    for path in selections:  # another, consistent study: every table would change
+        edit(path, dtype="bfloat16")
+
+    def disk_full(samples, out_dir):
+        raise OSError(28, "No space left on device", str(out_dir))
+
+    monkeypatch.setattr(aggregate_module, "write_samples", disk_full)
+    assert aggregate(results, out) != 0
+    assert folder_bytes(out) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    monkeypatch.undo()
+    assert aggregate(results, out) == 0  # without the failure, the new tables replace the old ones
+    after = folder_bytes(out)
+    assert set(after) == set(before) and after["selections.csv"] != before["selections.csv"]

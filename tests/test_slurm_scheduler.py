@@ -126,7 +126,7 @@ def test_study_through_the_slurm_profile_equals_a_local_run(slurm, tmp_path, dat
         minutes = profile["set-resources"][job.rule]["runtime"]
         assert job.Timelimit == f"{minutes // 60:02d}:{minutes % 60:02d}:00", job
         assert "gpu" not in job.ReqTRES and "gpu" not in job.AllocTRES, job  # device: cpu
-    assert "localrule aggregate:" in log
+    assert "localrule aggregate_tables:" in log
 
     # The memo's journal follows the executor, whatever --config says.
     memos = list((tmp_path / "slurm" / "results" / "study").glob("*/*/seed*/memo.sqlite"))

@@ -164,6 +164,15 @@ RECORDED = {
         # tlm_cs170k priors and a greedy M = 3 search under ppl_c4 are equal before (b3bb975) and after
         # (scores, empty loss, ranking, data_hash, the selected set and every trace loss).
         "9f8d5b8d064f58ab",
+        # Issue 55: dtype auto's rule and CPU probes moved verbatim from models/loading.py into
+        # models/cpu_dtype.py (now a scoring module; torch imported inside the two functions that use
+        # it), resolve_dtype maps auto through cpu_dtype.auto_dtype to the same names, and a gguf: file
+        # converts into a folder named by its content (the same conversion code). Verified on
+        # tiny:llama-8 (dtype auto on the CPU with DEPTHPRUNE_CPU_BF16=0 and =1, one thread, --no-cache):
+        # the ppl_c4 (4 x 32) and tlm_cs170k (4 items) priors and a greedy M = 2 search under ppl_c4 at
+        # b3bb975 and at this code are bitwise equal (scores, empty loss, ranking, accuracies, the
+        # resolved dtype, the set, its loss and every trace loss).
+        "49f2de12d567bf45",
     ),
 }
 

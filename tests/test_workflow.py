@@ -72,7 +72,7 @@ def test_default_profile_dag():
         "evaluate_pass": 1,  # every set of the model (both calibrations and budgets, dense) in one pass
         "evaluate_selections": 4,  # one per (calibration, M): its seven sets' files, from the cache
         "evaluate_dense": 1,
-        "aggregate": 1,
+        "aggregate_tables": 1,
         "render": 1,
         "all": 1,
     }
@@ -85,7 +85,7 @@ def test_seeds_profile_dag():
     counts = job_counts(output)
     assert counts["prior"] == 2 * 3 and counts["search"] == 28 * 3 and counts["evaluate_selections"] == 4 * 3
     assert counts["evaluate_pass"] == 3  # one per seed
-    assert counts["evaluate_dense"] == 1 and counts["aggregate"] == 1
+    assert counts["evaluate_dense"] == 1 and counts["aggregate_tables"] == 1
     seeds = {wildcards.get("seed") for rule, wildcards in planned_jobs(output) if rule == "search"}
     assert seeds == {"0", "1", "2"}
     assert "seed2/M7/beam/selection.json" in output
@@ -235,6 +235,8 @@ FAKE_CLI = textwrap.dedent(
             for index in (i for i, arg in enumerate(argv) if arg == flag):
                 write(argv[index + 1], text)
     elif command == "aggregate":
+        if os.environ.get("FAKE_FAIL_AGGREGATE"):
+            sys.exit("stand-in depthprune: aggregate fails")
         for name in ("selections", "metrics", "summary"):
             for ext in ("csv", "parquet"):
                 write(Path(value("--out")) / f"{name}.{ext}")
@@ -325,7 +327,7 @@ def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
         "search": 4,
         "evaluate_pass": 1,
         "evaluate_selections": 4,
-        "aggregate": 1,
+        "aggregate_tables": 1,
         "render": 1,
         "all": 1,
     }
@@ -338,7 +340,7 @@ def test_adding_a_budget_runs_only_its_jobs(finished):
         "search": 12,
         "evaluate_pass": 1,  # computes the new budget's sets only; the other groups do not rerun
         "evaluate_selections": 2,
-        "aggregate": 1,
+        "aggregate_tables": 1,
         "render": 1,
         "all": 1,
     }
@@ -353,7 +355,7 @@ def test_adding_an_algorithm_runs_only_its_jobs(finished):
         "search": 4,
         "evaluate_pass": 1,
         "evaluate_selections": 4,
-        "aggregate": 1,
+        "aggregate_tables": 1,
         "render": 1,
         "all": 1,
     }
@@ -528,4 +530,4 @@ def test_a_changed_evaluation_input_updates_every_output_in_one_run(change, fini
         assert "search" not in counts and "prior" not in counts, counts
     assert counts["evaluation_settings"] == 1 and counts["evaluate_pass"] == 1, counts
     assert counts["evaluate_selections"] == 4 and counts["evaluate_dense"] == 1, counts  # 2 calibrations x 2 budgets
-    assert counts["aggregate"] == 1 and counts["render"] == 1, counts
+    assert counts["aggregate_tables"] == 1 and counts["render"] == 1, counts

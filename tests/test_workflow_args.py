@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -151,7 +152,8 @@ def test_provenance_changes_with_each_input(data_dir, tmp_path, monkeypatch):
     shutil.copytree(data_dir, mirror)
     config = smoke_config(data_dir=str(mirror))
     base = wf.provenance(config, WILDCARDS, "calibration")
-    assert "scoring_version=" in base and "torch=" in base and "dtype=auto" in base
+    # dtype auto as the jobs resolve it: float32 on the CPU with DEPTHPRUNE_CPU_BF16=0 (tests/conftest.py)
+    assert "scoring_version=" in base and "torch=" in base and "dtype=float32" in base
     # the mirror's location does not matter, its content does
     moved = tmp_path / "moved"
     shutil.copytree(mirror, moved)
@@ -166,10 +168,16 @@ def test_provenance_changes_with_each_input(data_dir, tmp_path, monkeypatch):
     hellaswag = moved / "hellaswag" / "validation.jsonl"
     hellaswag.write_text(hellaswag.read_text() + "\n")
     assert wf.provenance({**config, "data_dir": str(moved)}, WILDCARDS, "evaluation") != evaluation
-    # dtype
+    # dtype: the one computed in, not the option's spelling (issue 55)
     other = copy.deepcopy(config)
     other["model_table"]["tiny"]["dtype"] = "float32"
+    assert wf.provenance(other, WILDCARDS, "calibration") == base  # what auto resolves to here
+    other["model_table"]["tiny"]["dtype"] = "bfloat16"
     assert wf.provenance(other, WILDCARDS, "calibration") != base
+    monkeypatch.setenv("DEPTHPRUNE_CPU_BF16", "1")  # auto now resolves to bfloat16 on this CPU
+    assert wf.provenance(config, WILDCARDS, "calibration") == wf.provenance(other, WILDCARDS, "calibration")
+    assert wf.provenance(config, WILDCARDS, "evaluation") != evaluation
+    monkeypatch.undo()
     # code version, package version, a package's version
     monkeypatch.setattr("depthprune.versions.SCORING_VERSION", 999)
     assert wf.provenance(config, WILDCARDS, "calibration") != base
@@ -182,6 +190,38 @@ def test_provenance_changes_with_each_input(data_dir, tmp_path, monkeypatch):
     assert wf.provenance(config, WILDCARDS, "calibration") != base
     monkeypatch.undo()
     assert wf.provenance(config, WILDCARDS, "calibration") == base
+
+
+def test_a_gguf_models_content_is_part_of_its_provenance(tmp_path):
+    """Issue 55: another file at a gguf: path reruns the model's jobs (the conversion cache is keyed
+    by content too: tests/test_cache_keys.py); other specs keep their provenance strings."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF weights")
+    config = smoke_config(model_cache_dir=str(tmp_path / "cache"))
+    plain = wf.provenance(config, WILDCARDS, "calibration")
+    assert "model_sha256" not in plain
+    config["model_table"]["tiny"]["spec"] = f"gguf:{gguf}"
+    first = wf.provenance(config, WILDCARDS, "calibration")
+    assert first == f"{plain} model_sha256={hashlib.sha256(b'GGUF weights').hexdigest()}"
+    gguf.write_bytes(b"GGUF other weights")
+    assert wf.provenance(config, WILDCARDS, "evaluation").endswith(hashlib.sha256(b"GGUF other weights").hexdigest())
+
+
+def test_resolved_dtype_follows_the_device_and_the_cpu(monkeypatch):
+    config = smoke_config()
+    monkeypatch.setenv("DEPTHPRUNE_CPU_BF16", "0")
+    assert wf.resolved_dtype(config, "tiny") == "float32"
+    monkeypatch.setenv("DEPTHPRUNE_CPU_BF16", "1")
+    assert wf.resolved_dtype(config, "tiny") == "bfloat16"
+    assert wf.resolved_dtype({**config, "device": "cuda:1"}, "tiny") == "bfloat16"  # the paper's precision
+    config["model_table"]["tiny"]["dtype"] = "float16"
+    assert wf.resolved_dtype(config, "tiny") == "float16"  # an explicit dtype is what it says
+    config["model_table"]["tiny"]["dtype"] = "auto"
+    monkeypatch.setenv("DEPTHPRUNE_CPU_BF16", "yes")
+    with pytest.raises(
+        wf.ConfigError, match=r"model_table\.tiny\.dtype auto: environment variable DEPTHPRUNE_CPU_BF16"
+    ):
+        wf.resolved_dtype(config, "tiny")
 
 
 # --------------------------------------------------------------------------- plan-time checks

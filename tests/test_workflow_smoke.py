@@ -71,7 +71,7 @@ def smoke_run(tmp_path_factory):
 
 
 def test_every_stage_ran(smoke_run):
-    assert MODEL_RULES | {"aggregate", "render"} <= executed_rules(smoke_run["first"])
+    assert MODEL_RULES | {"aggregate_tables", "render"} <= executed_rules(smoke_run["first"])
 
 
 def test_figures_exist(smoke_run):

@@ -459,3 +459,28 @@ def _named_paths(options: Mapping[str, PathArgument]) -> Iterator[tuple[str, str
         for path in values:
             if path is not None and str(path) != "":
                 yield option, str(path), Path(os.path.realpath(os.path.expanduser(path)))
+
+
+@contextlib.contextmanager
+def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder next to ``folder``; when the block succeeds, move each file written
+    there into ``folder`` (one rename each, replacing the file of the same name).
+
+    For a set of outputs that must be replaced together (the aggregate's tables): nothing in
+    ``folder`` changes before every new file is complete, so a failure leaves the previous set as
+    it was. Files of ``folder`` the block did not write are left alone (unlike ``atomic_dir``,
+    which swaps the whole folder). Leftovers of a killed run are removed by
+    :func:`remove_stale_temporaries`.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{_owner_tag()}.", suffix=TMP_DIR_SUFFIX, dir=folder.parent))
+    try:
+        yield staging
+        folder.mkdir(exist_ok=True)
+        for path in sorted(staging.iterdir()):
+            if path.is_file():
+                os.replace(path, folder / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

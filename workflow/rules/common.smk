@@ -258,6 +258,11 @@ def all_samples():
     return [p.replace("metrics.csv", "samples.parquet") for p in all_metrics()]
 
 
+def all_raw_evaluations():
+    # The lm_eval.json next to each metrics.csv: the aggregate reads its provenance.
+    return [p.replace("metrics.csv", "lm_eval.json") for p in all_metrics()]
+
+
 FIGURES = ["figure1", "figure2", "figure3"]
 TABLES = ["table1", "table2", "table3", "table4", "table5", "table6"]
 

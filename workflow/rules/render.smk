@@ -5,10 +5,10 @@
 
 rule render:
     input:
-        summary=rules.aggregate.output.summary,
-        selections=rules.aggregate.output.selections,
-        metrics=rules.aggregate.output.metrics,
-        samples=rules.aggregate.output.samples_parquet,
+        summary=rules.aggregate_tables.output.summary,
+        selections=rules.aggregate_tables.output.selections,
+        metrics=rules.aggregate_tables.output.metrics,
+        samples=rules.aggregate_tables.output.samples_parquet,
     output:
         **figure_outputs(),
         **table_outputs(),
@@ -29,7 +29,7 @@ rule render:
 # calibration loss and the pruned models' accuracy and perplexity per size, from the aggregate.
 rule calibration_size:
     input:
-        summary=rules.aggregate.output.summary,
+        summary=rules.aggregate_tables.output.summary,
     output:
         png=figures_path("calibration_size.png"),
         pdf=figures_path("calibration_size.pdf"),
@@ -55,4 +55,4 @@ rule figures:
         rules.render.output,
         rules.calibration_size.output if config.get("calibration_sizes") else [],
         # no file: with `figures` the only target, a missing aggregate is an error saying how to make it
-        figures_sources(rules.aggregate.output),
+        figures_sources(rules.aggregate_tables.output),

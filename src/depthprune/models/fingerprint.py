@@ -78,3 +78,39 @@ def folder_fingerprint(folder: str | Path) -> str:
     except OSError as err:  # a read-only folder (shared hub cache): recomputed next time
         log.debug("cannot store the fingerprint in %s (%s)", folder, err)
     return fingerprint
+
+
+SOURCE_HASHES_DIR = ".depthprune-source-hashes"  # in the model cache: one record per converted source file
+
+
+def source_sha256(path: str | Path, cache_dir: str | Path) -> str:
+    """SHA-256 (hex) of a source file that is converted into the model cache (a GGUF).
+
+    What the converted folder is keyed by, so that two files of the same name never share a
+    conversion. Hashed once (streamed; a few seconds per GB) and recorded in ``cache_dir`` with the
+    file's path, size and mtime; the record is reused while those are unchanged, as the folder
+    fingerprint's is, so the model jobs that convert nothing only stat the file.
+    """
+    path = Path(path).resolve()
+    st = path.stat()
+    stats = {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    record = Path(cache_dir) / SOURCE_HASHES_DIR / f"{hashlib.sha256(str(path).encode()).hexdigest()[:20]}.json"
+    try:
+        stored = json.loads(record.read_text(encoding="utf-8"))
+        if {key: stored.get(key) for key in stats} == stats and _BLOB.match(str(stored.get("sha256"))):
+            return stored["sha256"]
+    except (OSError, ValueError):
+        pass
+    log.info("hashing %s (once; recorded in %s)", path, record.parent)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 22):
+            digest.update(block)
+    sha256 = digest.hexdigest()
+    try:
+        from depthprune.io import atomic_write_json
+
+        atomic_write_json(record, {**stats, "sha256": sha256})
+    except OSError as err:  # a read-only cache: hashed again next time
+        log.debug("cannot record the hash of %s in %s (%s)", path, record, err)
+    return sha256

@@ -24,6 +24,16 @@ import torch
 from depthprune.errors import InputError
 from depthprune.io import atomic_dir
 from depthprune.models import DTYPE_CHOICES
+
+# The auto dtype's rule and CPU probes live in a module without torch (the workflow's plan reads them).
+from depthprune.models.cpu_dtype import (  # noqa: F401 (re-exported: tests and callers import them from here)
+    CPU_BF16_ENV,
+    NATIVE_BF16_FLAGS,
+    auto_dtype,
+    cpu_flags,
+    cpu_native_bf16,
+    kernel_cap,
+)
 from depthprune.paths import MODEL_CACHE_DIR
 
 log = logging.getLogger(__name__)
@@ -89,85 +99,6 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 /proc/cpuinfo flags of native bfloat16 math
-CPU_BF16_ENV = "DEPTHPRUNE_CPU_BF16"
-
-
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str] | None:
-    """The CPU feature flags the kernel reports, or None where there is no /proc/cpuinfo (macOS, Windows)."""
-    try:
-        text = Path(cpuinfo).read_text(errors="replace")
-    except OSError:
-        return None
-    flags: set[str] = set()
-    for line in text.splitlines():
-        name, _, value = line.partition(":")
-        if name.strip() in ("flags", "Features"):  # x86 / aarch64
-            flags.update(value.split())
-    return flags
-
-
-def kernel_cap(environ=os.environ, capability: str | None = None) -> str | None:
-    """Why PyTorch will not use the CPU's bfloat16 instructions although the CPU has them, or None.
-
-    ``ATEN_CPU_CAPABILITY`` below avx512 caps PyTorch's own kernels and ``ONEDNN_MAX_CPU_ISA`` below
-    AVX512_CORE_BF16 caps oneDNN's matrix products; either makes bfloat16 emulated (a forward pass of
-    SmolLM2 on 4 x 256 tokens took 12.7 s in bfloat16 against 2.9 s in float32 with both capped at AVX2
-    on an AVX512-BF16 CPU). ``capability`` defaults to ``torch.backends.cpu.get_cpu_capability()``.
-    """
-    capability = capability if capability is not None else torch.backends.cpu.get_cpu_capability()
-    if not capability.upper().startswith("AVX512"):
-        return f"PyTorch's CPU kernels are capped at {capability} (ATEN_CPU_CAPABILITY)"
-    onednn = environ.get("ONEDNN_MAX_CPU_ISA", environ.get("DNNL_MAX_CPU_ISA", "")).strip().upper()
-    if onednn and onednn != "ALL" and not onednn.startswith(("AVX512_CORE_BF16", "AVX512_CORE_AMX", "AVX10")):
-        return f"oneDNN is capped at {onednn} (ONEDNN_MAX_CPU_ISA)"
-    return None
-
-
-def cpu_native_bf16(
-    flags: set[str] | None = None, torch_probe=None, *, environ=os.environ, capability: str | None = None
-) -> tuple[bool, str]:
-    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX), and why we think so.
-
-    Without native support PyTorch emulates bfloat16 by converting to float32, and a forward pass is
-    about 6x slower than in float32 (measured on an AVX2 CPU), so ``dtype: auto`` must not choose it.
-    ``flags`` (the CPU flags; default: read /proc/cpuinfo) and ``torch_probe`` (a callable returning
-    that answer from PyTorch's own CPU detection) are injectable for tests. Without them, the
-    environment variable ``DEPTHPRUNE_CPU_BF16=0|1`` overrides the detection (the test suite sets 0
-    so that it computes in float32 on every CPU kind). A CPU with the flags whose kernels are capped
-    below them (``kernel_cap``; ``environ`` and ``capability`` are injectable) counts as not native.
-    """
-    if flags is None and torch_probe is None:
-        forced = os.environ.get(CPU_BF16_ENV, "").strip()
-        if forced in ("0", "1"):
-            return forced == "1", f"{CPU_BF16_ENV}={forced}"
-        if forced:
-            raise InputError(f"environment variable {CPU_BF16_ENV}={forced!r}: expected 0 or 1")
-    if flags is None:
-        flags = cpu_flags()
-    if flags is not None:
-        found = sorted(f for f in NATIVE_BF16_FLAGS if f in flags)
-        if found:
-            capped = kernel_cap(environ, capability)
-            if capped:
-                return False, f"CPU flags {', '.join(found)}, but {capped}"
-            return True, "CPU flags " + ", ".join(found)
-        if flags:
-            return False, "CPU flags lack " + " and ".join(NATIVE_BF16_FLAGS)
-    if torch_probe is None:
-
-        def torch_probe() -> bool:  # private helpers of torch.cpu (x86 only); absent elsewhere
-            probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-            return any(p() for p in probes if p is not None)
-
-    try:
-        native = bool(torch_probe())
-    except Exception:
-        native = False
-    capability = torch.backends.cpu.get_cpu_capability()
-    return native, f"PyTorch CPU detection ({capability}): {'native' if native else 'no native'} bfloat16"
-
-
 _logged_decisions: set[tuple] = set()
 
 
@@ -187,13 +118,8 @@ def resolve_dtype(
     """
     if dtype == "auto":
         device = torch.device(device)
-        if device.type == "cuda":
-            resolved, why = torch.bfloat16, "CUDA device"
-        elif device.type == "cpu":
-            native, why = cpu_native_bf16(flags, torch_probe, environ=environ, capability=capability)
-            resolved = torch.bfloat16 if native else torch.float32
-        else:
-            resolved, why = torch.float32, f"{device.type} device"
+        name, why = auto_dtype(device.type, flags, torch_probe, environ=environ, capability=capability)
+        resolved = getattr(torch, name)
         decision = (str(device), resolved, why)
         if decision not in _logged_decisions:
             _logged_decisions.add(decision)
@@ -241,7 +167,7 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
         gguf = Path(spec.split(":", 1)[1])
         if not gguf.is_file():
             raise FileNotFoundError(f"model {spec!r}: GGUF file {gguf} not found")
-        return str(_convert_gguf(gguf, cache_dir / default_name(spec)))
+        return str(_convert_gguf(gguf, gguf_target(gguf, cache_dir)))
     if spec.startswith("tiny:"):
         from depthprune.models.tiny import make_tiny_model, parse_tiny_spec
 
@@ -255,6 +181,19 @@ def materialise(spec: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> str:
                 (tmp / _READY).touch()
         return str(target)
     return spec  # hub id or local folder
+
+
+SOURCE_KEY_CHARS = 16  # of the source file's SHA-256 in a converted folder's name
+
+
+def gguf_target(gguf: Path, cache_dir: Path) -> Path:
+    """The cache folder a GGUF file is converted into: its name and its content's SHA-256
+    (``<name>-<sha256 prefix>``), so that another file of the same name (gguf:a/model.gguf, then
+    gguf:b/model.gguf) gets its own conversion instead of the first one's weights."""
+    from depthprune.models.fingerprint import source_sha256
+
+    sha256 = source_sha256(gguf, cache_dir)
+    return cache_dir / f"{default_name(gguf.name)}-{sha256[:SOURCE_KEY_CHARS]}"
 
 
 def _convert_assembled(embedded: EmbeddedModel, cache_dir: Path, target: Path) -> Path:

@@ -134,7 +134,7 @@ def register(subparsers) -> None:
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
-    from depthprune.io import check_inputs_outputs
+    from depthprune.io import atomic_files, check_inputs_outputs
     from depthprune.reporting.aggregate import (
         aggregate,
         collect_samples,
@@ -183,13 +183,16 @@ def run_aggregate(args: argparse.Namespace) -> int:
         calibrations = [c.strip() for c in args.base_calibrations.split(",") if c.strip()]
         seeds = None if args.base_seeds is None else [parse_seed(s) for s in args.base_seeds.split(",") if s.strip()]
         agg, samples, agreement = merge_base_study(agg, samples, args.base_aggregate, calibrations, seeds)
-    written = write_aggregate(agg, args.out)
-    # Always written (empty without per-document results): the render rule declares it as input.
-    written.append(write_samples(samples, args.out))
-    if agreement is not None:
-        from depthprune.reporting.base_study import write_agreement
+    # Every file is written apart and moved in only when all are: a failure leaves the previous
+    # aggregate whole, never half old and half new.
+    with atomic_files(args.out) as staging:
+        written = write_aggregate(agg, staging)
+        # Always written (empty without per-document results): the render rule declares it as input.
+        written.append(write_samples(samples, staging))
+        if agreement is not None:
+            from depthprune.reporting.base_study import write_agreement
 
-        written.append(write_agreement(agreement, args.out))
+            written.append(write_agreement(agreement, staging))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )
