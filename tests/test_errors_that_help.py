@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from depthprune.cli import main
+from depthprune.models.fingerprint import SOURCE_HASHES_DIR
 from depthprune.seeding import SEED_MAX
 from test_validation import _mirror, _prior_argv, no_model_load  # noqa: F401  (no_model_load: a fixture)
 
@@ -123,7 +124,8 @@ def test_a_truncated_gguf_is_one_line_and_leaves_no_folder(tmp_path, capsys):
     assert main(["prepare-model", "--model", f"gguf:{tmp_path / 'short.gguf'}", "--model-cache-dir", str(cache)]) == 2
     error = one_error(capsys)
     assert f"{tmp_path / 'short.gguf'}: not a readable GGUF file" in error and "Fetch it again" in error
-    assert not cache.exists() or not any(cache.iterdir())
+    # no converted folder is left; only the source's content hash is recorded (fingerprint.py)
+    assert not cache.exists() or [p.name for p in cache.iterdir() if p.name != SOURCE_HASHES_DIR] == []
 
 
 @pytest.fixture

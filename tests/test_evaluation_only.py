@@ -148,7 +148,7 @@ def test_evaluation_only_study_plans_no_prior_or_search(tmp_path, data_dir):
     assert "prior" not in counts and "search" not in counts, counts
     assert counts["source_selection"] == len(SMOKE_CALIBRATIONS) * len(SMOKE_BUDGETS) * len(SEVEN)
     assert counts["random_sets"] == counts["evaluate_random_sets"] == len(SMOKE_BUDGETS)
-    for rule in ("evaluate_pass", "evaluate_selections", "evaluate_dense", "aggregate", "render"):
+    for rule in ("evaluate_pass", "evaluate_selections", "evaluate_dense", "aggregate_tables", "render"):
         assert counts[rule] >= 1, rule
     assert f"removed sets from source_study (runs {runs})" in proc.stderr
     # the same study with its searches: prior and search jobs, no copies
