@@ -282,3 +282,34 @@ def topk_table(sets: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def committed_runs(aggregates: list[str], runs_root: str | None = None) -> pd.DataFrame:
+    """CBO against one-shot in committed studies: each (calibration, seed, M)'s two losses from the
+    aggregates' selections.csv (the first aggregate naming a run wins: the studies share the default
+    study's runs), and CBO's own energy-loss diagnostic where its selection.json is committed
+    (under ``runs_root``; the aggregates do not keep it)."""
+    import json
+    from pathlib import Path
+
+    frames = []
+    for path in aggregates:
+        table = pd.read_csv(Path(path) / "selections.csv")
+        table = table[table["algorithm"].isin(["cbo", "one_shot"])].assign(source=str(path))
+        frames.append(table)
+    table = pd.concat(frames).drop_duplicates(["model", "calibration", "seed", "budget", "algorithm"])
+    keys = ["model", "calibration", "seed", "budget"]
+    wide = table.pivot_table(index=keys, columns="algorithm", values="loss").reset_index()
+    wide = wide.rename(columns={"cbo": "cbo_loss", "one_shot": "one_shot_loss"})
+    wide["cbo_fails"] = wide["cbo_loss"] > wide["one_shot_loss"]
+    wide = wide.merge(table[table["algorithm"] == "cbo"][[*keys, "source"]], on=keys)
+    rho_random, rho_reranked = [], []
+    for row in wide.itertuples():
+        selection = None
+        if runs_root is not None:
+            selection = Path(runs_root, row.model, row.calibration, f"seed{row.seed}", f"M{row.budget}", "cbo")
+            selection = selection / "selection.json"
+        diagnostics = json.loads(selection.read_text())["diagnostics"] if selection and selection.is_file() else {}
+        rho_random.append(diagnostics.get("energy_loss_spearman_random"))
+        rho_reranked.append(diagnostics.get("energy_loss_spearman_reranked"))
+    return wide.assign(committed_spearman_random=rho_random, committed_spearman_reranked=rho_reranked)
