@@ -146,3 +146,34 @@ def test_cli_refuses_bad_k(tmp_path, capsys):
     )
     assert code == 2 and "--k" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_committed_runs_pairs_cbo_with_one_shot_and_reads_its_diagnostic(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from depthprune.search.cbo_diagnostics import committed_runs
+
+    rows = [
+        ("ppl_c4", 0, 7, "cbo", 7.5),
+        ("ppl_c4", 0, 7, "one_shot", 4.5),
+        ("tlm_cs170k", 1, 9, "cbo", -2.0),
+        ("tlm_cs170k", 1, 9, "one_shot", -1.0),
+        ("tlm_cs170k", 1, 9, "greedy", -3.0),
+    ]
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, part in ((first, rows), (second, [("ppl_c4", 0, 7, "cbo", 99.0), ("ppl_c4", 0, 7, "one_shot", 1.0)])):
+        folder.mkdir()
+        frame = pd.DataFrame(part, columns=["calibration", "seed", "budget", "algorithm", "loss"])
+        frame.assign(model="m").to_csv(folder / "selections.csv", index=False)
+    run = tmp_path / "runs" / "m" / "tlm_cs170k" / "seed1" / "M9" / "cbo"
+    run.mkdir(parents=True)
+    diagnostics = {"energy_loss_spearman_random": 0.2, "energy_loss_spearman_reranked": -0.3}
+    (run / "selection.json").write_text(json.dumps({"diagnostics": diagnostics}))
+    table = committed_runs([str(first), str(second)], str(tmp_path / "runs")).set_index(["calibration", "seed"])
+    assert len(table) == 2  # the first aggregate naming a run wins
+    ppl, tlm = table.loc[("ppl_c4", 0)], table.loc[("tlm_cs170k", 1)]
+    assert (ppl["cbo_loss"], ppl["one_shot_loss"], bool(ppl["cbo_fails"])) == (7.5, 4.5, True)
+    assert not tlm["cbo_fails"] and tlm["committed_spearman_random"] == 0.2
+    assert pd.isna(ppl["committed_spearman_reranked"])
