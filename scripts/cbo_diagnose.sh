@@ -18,7 +18,7 @@ read -r -a KS <<<"${CBO_K:-16 64 256}"
 RANDOM_SETS=${CBO_RANDOM_SETS:-12}
 runs=("$@")
 if [ ${#runs[@]} -eq 0 ]; then
-  runs=(ppl_c4:0:full tlm_cs170k:0:full ppl_cs170k:0 ppl_c4:1 ppl_c4:2 ppl_c4:3 tlm_cs170k:1 tlm_cs170k:2 tlm_cs170k:3)
+  runs=(ppl_c4:0:pairs tlm_cs170k:0:full ppl_cs170k:0 ppl_c4:1 ppl_c4:2 ppl_c4:3 tlm_cs170k:1 tlm_cs170k:2 tlm_cs170k:3)
 fi
 for run in "${runs[@]}"; do
   IFS=: read -r calibration seed mode <<<"$run"
