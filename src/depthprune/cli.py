@@ -23,6 +23,7 @@ COMMANDS = (
     "depthprune.models.cli",  # prepare-model, export
     "depthprune.prior_cli",  # prior
     "depthprune.search.cli",  # search
+    "depthprune.search.cbo_diagnostics_cli",  # cbo-diagnose (CBO's energy against the true loss)
     "depthprune.evaluation.cli",  # evaluate
     "depthprune.reporting.cli",  # aggregate, render
     "depthprune.timing.cli",  # timing {evaluator,search,evaluate,stages} (alias: bench)

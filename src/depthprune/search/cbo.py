@@ -161,6 +161,11 @@ def gradient_energy(
     n = problem.n_layers
     if g.shape != (n,) or h.shape != (n, n):
         raise ValueError(f"gate_derivatives: expected shapes ({n},) and ({n}, {n}), got {g.shape} and {h.shape}")
+    return energy_from_derivatives(g, h, allowed)
+
+
+def energy_from_derivatives(g: np.ndarray, h: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(linear, quadratic) = (−g, H) on the allowed layers: x_i = 1 moves gate i by Δα_i = −1."""
     h = 0.5 * (h + h.T)  # autograd Hessians are symmetric up to rounding
     return -g[allowed], h[np.ix_(allowed, allowed)]
 

@@ -191,7 +191,8 @@ def table4(summary: pd.DataFrame) -> ReportTable:
             "MDD: the smallest true Δ a two-sided 5 % test detects with 80 % power, (z_0.975 + z_0.8) × its paired "
             "bootstrap SE (CSV: fraction).",
             "Failed search: the search's final calibration loss is worse than one-shot's on the same objective "
-            "(CSV failed_search); §5.2 also reports its statistics without such searches.",
+            "(CSV failed_search); §5.2 also reports its statistics without such searches. Why CBO fails: "
+            'docs/method.md §4.6, "Diagnosis".',
             *notes,
         ],
     )

@@ -1,0 +1,315 @@
+"""Why CBO's set loses to one-shot's: its energy against the true calibration loss (issue 56).
+
+CBO (search/cbo.py, docs/method.md §4.6) has three stages, and each can fail on its own:
+
+1. the **expansion**: the energy E(x) = −gᵀx + ½xᵀHx, a second-order Taylor expansion of the loss
+   in the block gates at the dense model, predicts L(S) ≈ L(∅) + E(x_S). ``model_error`` measures
+   how far off that prediction is, as a function of M, on every single (M = 1), every pair (M = 2,
+   with ``all_pairs``) and on ``n_random`` uniformly drawn M-sets otherwise;
+2. the **solver**: the lowest-energy sets CBO's own solver returns (exact enumeration, or annealing
+   above ``exact_limit``) against the exact k lowest, found here by enumeration whatever the size;
+3. the **re-ranking**: the best true loss among the energy's K lowest sets, for several K, beside
+   the one-shot set's loss and that set's rank by energy.
+
+With ``all_pairs`` the energy CBO builds with ``coefficients: ablation`` (exact single and pairwise
+ablations) is ranked the same way, so the gradient energy's error can be told from the pairwise
+model's own truncation.
+
+Every set is evaluated with the true loss on the given evaluator (the memo keeps them), outside any
+search: this is a measurement, not a search, and nothing here is charged to CBO's cost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from depthprune.io import format_layers, parse_layers
+from depthprune.search.cbo import (
+    ConstrainedBinaryOptimisation,
+    anneal_lowest,
+    energies,
+    energy_from_derivatives,
+    exact_lowest,
+)
+
+log = logging.getLogger(__name__)
+
+SET_COLUMNS = ["kind", "budget", "rank", "removed", "energy", "predicted_loss", "loss"]
+
+
+@dataclass
+class Diagnosis:
+    """The evaluated sets (one row each) and the three summaries of the module docstring."""
+
+    sets: pd.DataFrame
+    model_error: pd.DataFrame
+    topk: pd.DataFrame
+    solver: pd.DataFrame
+    record: dict
+
+
+def count_below(linear: np.ndarray, quadratic: np.ndarray, budget: int, threshold: float, chunk_size: int) -> int:
+    """How many M-subsets of range(n) have an energy strictly below ``threshold`` (full enumeration)."""
+    combos_iter = itertools.combinations(range(len(linear)), budget)
+    below = 0
+    while True:
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos_iter, chunk_size)), dtype=np.int64)
+        if flat.size == 0:
+            return below
+        below += int(np.count_nonzero(energies(linear, quadratic, flat.reshape(-1, budget)) < threshold))
+
+
+def random_sets(n_allowed: int, budget: int, n_sets: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """``n_sets`` distinct uniformly drawn ``budget``-subsets of range(n_allowed) (all of them if fewer exist)."""
+    total = math.comb(n_allowed, budget)
+    if total <= n_sets:
+        return list(itertools.combinations(range(n_allowed), budget))
+    drawn: dict[tuple[int, ...], None] = {}
+    while len(drawn) < n_sets:
+        drawn.setdefault(tuple(sorted(int(i) for i in rng.choice(n_allowed, size=budget, replace=False))), None)
+    return list(drawn)
+
+
+def spearman(a, b) -> float | None:
+    """Spearman ρ, or None when it is undefined (fewer than three values, or a constant)."""
+    from scipy.stats import spearmanr
+
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    return float(spearmanr(a, b).statistic)
+
+
+def ablation_terms(dense: float, single: np.ndarray, pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(linear, quadratic) of ``coefficients: ablation`` (cbo.ablation_energy) from the losses of ∅,
+    every single (``single[i]``) and every pair (``pair[i, j]``) of allowed positions."""
+    linear = single - dense
+    quadratic = pair - single[:, None] - single[None, :] + dense
+    np.fill_diagonal(quadratic, 0.0)
+    return linear, quadratic
+
+
+def diagnose(
+    evaluator,
+    *,
+    seed: int,
+    budgets: list[int],
+    model_error_budgets: list[int],
+    ks: list[int],
+    n_random: int,
+    all_pairs: bool = False,
+    params: dict | None = None,
+) -> Diagnosis:
+    """Evaluate CBO's energy against the true loss (module docstring). ``params``: CBO's
+    hyper-parameters (defaults: ``cbo``'s), which decide the derivatives and the solver checked."""
+    params = ConstrainedBinaryOptimisation().resolve_params(params or {})
+    if not ks or min(ks) < 1:
+        raise ValueError(f"cbo diagnosis: every K must be at least 1, got {ks}")
+    n_layers = int(evaluator.n_layers)
+    protected = frozenset(int(i) for i in evaluator.protected)
+    allowed = np.array([i for i in range(n_layers) if i not in protected])
+    n_allowed = len(allowed)
+    for budget in sorted(set(budgets) | set(model_error_budgets)):
+        if not 1 <= budget <= n_allowed:
+            raise ValueError(f"cbo diagnosis: M={budget} outside 1..{n_allowed} (the removable blocks)")
+    started = time.perf_counter()
+    g, h = evaluator.gate_derivatives(params["derivatives"])
+    derivative_seconds = time.perf_counter() - started
+    linear, quadratic = energy_from_derivatives(np.asarray(g, np.float64), np.asarray(h, np.float64), allowed)
+
+    rows: list[dict] = []
+
+    def to_layers(combo) -> tuple[int, ...]:
+        return parse_layers(allowed[list(combo)])
+
+    def evaluate(kind: str, budget: int, combos: list[tuple[int, ...]], lin=linear, quad=quadratic, ranks=None):
+        if not combos:
+            return []
+        records = evaluator.evaluate([to_layers(c) for c in combos])
+        energy = energies(lin, quad, np.array(combos, dtype=np.int64).reshape(len(combos), -1))
+        for position, (combo, record, e) in enumerate(zip(combos, records, energy)):
+            rows.append(
+                {
+                    "kind": kind,
+                    "budget": budget,
+                    "rank": None if ranks is None else ranks[position],
+                    "removed": format_layers(to_layers(combo)),
+                    "energy": float(e),
+                    "predicted_loss": dense + float(e),
+                    "loss": float(record.loss),
+                }
+            )
+        return [float(r.loss) for r in records]
+
+    eval_started = time.perf_counter()
+    dense = float(evaluator.evaluate([()])[0].loss)
+    # Every single: the prior (one-shot's ranking) and the expansion's error at M = 1.
+    single = np.array(evaluate("single", 1, [(p,) for p in range(n_allowed)]))
+    ranking = sorted(range(n_allowed), key=lambda p: (single[p], int(allowed[p])))  # as SearchProblem.ranking
+    pair = None
+    if all_pairs:
+        pairs = list(itertools.combinations(range(n_allowed), 2))
+        losses = evaluate("pair", 2, pairs)
+        pair = np.zeros((n_allowed, n_allowed))
+        for (a, b), loss in zip(pairs, losses):
+            pair[a, b] = pair[b, a] = loss
+    for budget in model_error_budgets:
+        if budget == 1 or (budget == 2 and all_pairs):
+            continue  # every set of this size is already evaluated
+        combos = random_sets(n_allowed, budget, n_random, np.random.default_rng([seed, 56, budget]))
+        evaluate("random", budget, combos)
+
+    k_max = max(ks)
+    solver_rows: list[dict] = []
+    # Named as cbo's `coefficients`; the rows of their K lowest sets are kind "lowest_<name>".
+    energies_to_rank = {"gradient": (linear, quadratic)}
+    if pair is not None:
+        energies_to_rank["ablation"] = ablation_terms(dense, single, pair)
+    for budget in budgets:
+        one_shot = tuple(sorted(ranking[:budget]))
+        evaluate("one_shot", budget, [one_shot])
+        one_shot_row = rows[-1]
+        for kind, (lin, quad) in energies_to_rank.items():
+            lowest = exact_lowest(lin, quad, budget, k_max, params["chunk_size"])
+            ranks = list(range(1, len(lowest) + 1))
+            evaluate("lowest_" + kind, budget, [c for _, c in lowest], lin, quad, ranks=ranks)
+            one_shot_energy = float(energies(lin, quad, np.array([one_shot]))[0])
+            below = count_below(lin, quad, budget, one_shot_energy, params["chunk_size"])
+            one_shot_row["one_shot_rank_" + kind] = below + 1
+            solver_rows.append(solver_check(kind, budget, lin, quad, lowest, params, seed, below + 1))
+    sets = pd.DataFrame(rows)
+    rank_columns = [c for c in sets.columns if c.startswith("one_shot_rank_")]
+    sets = sets[SET_COLUMNS + rank_columns]
+    record = {
+        "n_layers": n_layers,
+        "protected": sorted(protected),
+        "dense_loss": dense,
+        "derivative_seconds": derivative_seconds,
+        "evaluation_seconds": time.perf_counter() - eval_started,
+        "n_evaluated": len(sets),
+        "cbo_params": params,
+    }
+    return Diagnosis(sets, model_error_table(sets), topk_table(sets, ks), pd.DataFrame(solver_rows), record)
+
+
+def solver_check(kind, budget, linear, quadratic, exact, params, seed, one_shot_rank) -> dict:
+    """CBO's own solver (as ``cbo.run`` calls it, same seed) against the exact lowest energies."""
+    n_sets = math.comb(len(linear), budget)
+    rerank = min(int(params["rerank"]), len(exact))
+    if n_sets <= params["exact_limit"]:
+        solver, found = "exact", exact[:rerank]
+    else:
+        solver = "anneal"
+        found = anneal_lowest(
+            linear,
+            quadratic,
+            budget,
+            rerank,
+            rng=np.random.default_rng(seed),
+            restarts=params["sa_restarts"],
+            steps=params["sa_steps"],
+            final_ratio=params["sa_final_temperature_ratio"],
+        )
+    exact_sets = {c for _, c in exact[:rerank]}
+    return {
+        "energy": kind,
+        "budget": budget,
+        "n_sets": n_sets,
+        "solver": solver,
+        "rerank": rerank,
+        "solver_lowest_energy": found[0][0],
+        "exact_lowest_energy": exact[0][0],
+        "solver_sets_in_exact_top": sum(c in exact_sets for _, c in found),
+        "one_shot_energy_rank": one_shot_rank,
+    }
+
+
+def model_error_table(sets: pd.DataFrame) -> pd.DataFrame:
+    """Per M: the expansion's prediction L(∅) + E against the true loss, over the non-ranked sets."""
+    rows = []
+    sample = sets[sets["kind"].isin(["single", "pair", "random"])]
+    for budget, group in sample.groupby("budget", sort=True):
+        error = group["predicted_loss"] - group["loss"]
+        spread = float(group["loss"].std(ddof=0))
+        rows.append(
+            {
+                "budget": int(budget),
+                "n_sets": len(group),
+                "sets": ",".join(sorted(set(group["kind"]))),
+                "spearman": spearman(group["energy"].to_numpy(), group["loss"].to_numpy()),
+                "mean_loss": float(group["loss"].mean()),
+                "loss_std": spread,
+                "mean_error": float(error.mean()),
+                "mean_abs_error": float(error.abs().mean()),
+                "max_abs_error": float(error.abs().max()),
+                # the error in units of the spread of the true losses it must rank
+                "abs_error_over_std": float(error.abs().mean() / spread) if spread > 0 else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def topk_table(sets: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
+    """Per (energy, M, K): the best true loss among the K lowest-energy sets, beside one-shot's."""
+    rows = []
+    for (kind, budget), group in sets[sets["rank"].notna()].groupby(["kind", "budget"], sort=True):
+        one_shot = sets[(sets["kind"] == "one_shot") & (sets["budget"] == budget)].iloc[0]
+        one_shot_rank = int(one_shot["one_shot_rank_" + kind.removeprefix("lowest_")])
+        group = group.sort_values("rank")
+        for k in sorted(ks):
+            top = group[group["rank"] <= k]
+            best = top.loc[top["loss"].idxmin()]
+            rows.append(
+                {
+                    "energy": kind.removeprefix("lowest_"),
+                    "budget": int(budget),
+                    "k": k,
+                    "n_evaluated": len(top),
+                    "best_loss": float(best["loss"]),
+                    "best_rank": int(best["rank"]),
+                    "best_set": best["removed"],
+                    "spearman": spearman(top["energy"].to_numpy(), top["loss"].to_numpy()),
+                    "one_shot_loss": float(one_shot["loss"]),
+                    "one_shot_set": one_shot["removed"],
+                    "one_shot_energy_rank": one_shot_rank,
+                    "beats_one_shot": bool(best["loss"] < one_shot["loss"]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def committed_runs(aggregates: list[str], runs_root: str | None = None) -> pd.DataFrame:
+    """CBO against one-shot in committed studies: each (calibration, seed, M)'s two losses from the
+    aggregates' selections.csv (the first aggregate naming a run wins: the studies share the default
+    study's runs), and CBO's own energy-loss diagnostic where its selection.json is committed
+    (under ``runs_root``; the aggregates do not keep it)."""
+    import json
+    from pathlib import Path
+
+    frames = []
+    for path in aggregates:
+        table = pd.read_csv(Path(path) / "selections.csv")
+        table = table[table["algorithm"].isin(["cbo", "one_shot"])].assign(source=str(path))
+        frames.append(table)
+    table = pd.concat(frames).drop_duplicates(["model", "calibration", "seed", "budget", "algorithm"])
+    keys = ["model", "calibration", "seed", "budget"]
+    wide = table.pivot_table(index=keys, columns="algorithm", values="loss").reset_index()
+    wide = wide.rename(columns={"cbo": "cbo_loss", "one_shot": "one_shot_loss"})
+    wide["cbo_fails"] = wide["cbo_loss"] > wide["one_shot_loss"]
+    wide = wide.merge(table[table["algorithm"] == "cbo"][[*keys, "source"]], on=keys)
+    rho_random, rho_reranked = [], []
+    for row in wide.itertuples():
+        selection = None
+        if runs_root is not None:
+            selection = Path(runs_root, row.model, row.calibration, f"seed{row.seed}", f"M{row.budget}", "cbo")
+            selection = selection / "selection.json"
+        diagnostics = json.loads(selection.read_text())["diagnostics"] if selection and selection.is_file() else {}
+        rho_random.append(diagnostics.get("energy_loss_spearman_random"))
+        rho_reranked.append(diagnostics.get("energy_loss_spearman_reranked"))
+    return wide.assign(committed_spearman_random=rho_random, committed_spearman_reranked=rho_reranked)
