@@ -91,9 +91,10 @@ def test_every_preset_defaults_to_auto(repo_root):
 
     for path in [repo_root / "config.yaml", *sorted((repo_root / "config").glob("*.yaml"))]:
         preset = yaml.safe_load(path.read_text())
-        # A study that reuses a committed study's runs (base_study) computes its own at that study's
-        # precision, float32 (fast on every CPU), so that the two are comparable (docs/method.md §9).
-        allowed = {"auto", "float32"} if preset.get("base_study") else {"auto"}
+        # A study that reuses a committed study's runs (base_study), or re-scores its sets
+        # (source_study), computes at that study's precision, float32 (fast on every CPU), so that the
+        # two are comparable (docs/method.md §9, §11).
+        allowed = {"auto", "float32"} if preset.get("base_study") or preset.get("source_study") else {"auto"}
         for alias, model in preset.get("model_table", {}).items():
             assert model.get("dtype", "auto") in allowed, f"{path.name}: model_table.{alias}.dtype"
 

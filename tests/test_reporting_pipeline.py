@@ -432,6 +432,7 @@ def test_observations(rendered):
         "null_value",
         "p_value",
         "null_pass_probability",
+        "null_fail_probability",
         "paper_value",
         "verdict",
         "note",

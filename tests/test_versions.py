@@ -173,6 +173,13 @@ RECORDED = {
         # b3bb975 and at this code are bitwise equal (scores, empty loss, ranking, accuracies, the
         # resolved dtype, the set, its loss and every trace loss).
         "49f2de12d567bf45",
+        # The merge of issues 55, 56 and 59's branches (the three hashes above, each checked on its own,
+        # plus cbo.py's energy terms moved into energy_from_derivatives and cpu_dtype's env error as
+        # InputError). Verified on tiny:llama-8 (float32, one thread, --no-cache) against b3bb975:
+        # /tmp/h5/bitwise.sh's ppl_c4, ppl_cs170k and tlm_cs170k priors, greedy searches and samples
+        # (120 comparisons), and CBO searches at M = 2 and 3 under ppl_c4 (set, loss, trace losses,
+        # diagnostics but their seconds): bitwise equal.
+        "c233be99ffebc868",
     ),
 }
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from depthprune.errors import InputError
 from depthprune.io import format_layers, parse_layers
 from depthprune.search.cbo import (
     ConstrainedBinaryOptimisation,
@@ -110,14 +111,14 @@ def diagnose(
     hyper-parameters (defaults: ``cbo``'s), which decide the derivatives and the solver checked."""
     params = ConstrainedBinaryOptimisation().resolve_params(params or {})
     if not ks or min(ks) < 1:
-        raise ValueError(f"cbo diagnosis: every K must be at least 1, got {ks}")
+        raise InputError(f"cbo diagnosis: every K must be at least 1, got {ks}")
     n_layers = int(evaluator.n_layers)
     protected = frozenset(int(i) for i in evaluator.protected)
     allowed = np.array([i for i in range(n_layers) if i not in protected])
     n_allowed = len(allowed)
     for budget in sorted(set(budgets) | set(model_error_budgets)):
         if not 1 <= budget <= n_allowed:
-            raise ValueError(f"cbo diagnosis: M={budget} outside 1..{n_allowed} (the removable blocks)")
+            raise InputError(f"cbo diagnosis: M={budget} outside 1..{n_allowed} (the removable blocks)")
     started = time.perf_counter()
     g, h = evaluator.gate_derivatives(params["derivatives"])
     derivative_seconds = time.perf_counter() - started

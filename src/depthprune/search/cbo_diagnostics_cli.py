@@ -24,6 +24,7 @@ from depthprune.cli_common import (
     check_calibration_inputs,
     load_model_from_args,
 )
+from depthprune.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
 
     params = ConstrainedBinaryOptimisation().resolve_params(parse_params(args.param))
     if args.random_sets < 3:
-        raise ValueError(f"--random-sets must be at least 3 (a Spearman ρ needs three sets), got {args.random_sets}")
+        raise InputError(f"--random-sets must be at least 3 (a Spearman ρ needs three sets), got {args.random_sets}")
     if min(args.k) < 1:
-        raise ValueError(f"--k: every K must be at least 1, got {args.k}")
+        raise InputError(f"--k: every K must be at least 1, got {args.k}")
     setup = calibration_setup(args)
     samples = check_calibration_inputs(args, setup=setup)
     loaded = load_model_from_args(args)
