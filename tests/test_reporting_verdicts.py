@@ -149,6 +149,10 @@ def test_evaluation_size_rule_by_hand():
     )
     # SE 0.5: 22 documents detect 3 points, 60.2 min: the smallest limit, when it fits.
     assert evaluation_size(contrast.assign(diff_se=0.005), 100).iloc[0].limit_chosen == 22
+    # SE 0 (every pair answered alike): one document meets any target, and its mdd is 0, not a
+    # division by zero (an evaluation-only smoke study of identical sets hit it).
+    rule = evaluation_size(contrast.assign(diff_se=0.0), 100).iloc[0]
+    assert rule.limit_needed == rule.limit_chosen == 1 and rule.mdd_points_chosen == 0
     # A 50-min budget: even the fixed part (54.8 min) does not fit, so the limit stays and the text says so.
     rule = evaluation_size(contrast, 100, budget_minutes=50)
     assert largest_fitting_limit(50) == 0 and rule.iloc[0].limit_chosen == 100 and not rule.iloc[0].fits_session

@@ -68,6 +68,17 @@ RUN_METRICS = TableSchema(
 RUN_SAMPLES = TableSchema(
     "samples.parquet", tuple(SAMPLES_COLUMNS), numbers=("budget", "unit", "value"), flags=("headline",)
 )
+# What a search records about its set (selection.json -> the aggregate's selections and summary).
+SEARCH_RECORD_NUMBERS = (
+    "loss",
+    "calibration_perplexity",
+    "calibration_accuracy",
+    "distinct_evaluations",
+    "memo_hits",
+    "blocks_run",
+    "search_seconds",
+    "prior_seconds",
+)
 # The aggregate's tables (reporting/aggregate.py): the columns every reader needs; the rest of a
 # table's columns are numbers where present (a column that only some studies have, such as
 # `protected` or the held-out loss, is not required).
@@ -77,14 +88,7 @@ AGGREGATE_SELECTIONS = TableSchema(
     numbers=("budget", "n_layers"),
     optional_numbers=(
         "seed",
-        "loss",
-        "calibration_perplexity",
-        "calibration_accuracy",
-        "distinct_evaluations",
-        "memo_hits",
-        "blocks_run",
-        "search_seconds",
-        "prior_seconds",
+        *SEARCH_RECORD_NUMBERS,
         "calibration_tokens",
         "heldout_loss",
         "heldout_accuracy",
@@ -107,14 +111,7 @@ AGGREGATE_SUMMARY = TableSchema(
     optional_numbers=(
         "seed",
         "n_layers",
-        "loss",
-        "calibration_perplexity",
-        "calibration_accuracy",
-        "distinct_evaluations",
-        "memo_hits",
-        "blocks_run",
-        "search_seconds",
-        "prior_seconds",
+        *SEARCH_RECORD_NUMBERS,
         "avg_perplexity",
         "avg_accuracy",
         *PERPLEXITY_COLUMNS,

@@ -39,6 +39,7 @@ from depthprune.results_schema import (
     RUN_KEY_COLUMNS,
     RUN_METRICS,
     RUN_SAMPLES,
+    SEARCH_RECORD_NUMBERS,
     TRUE_TEXT,
     check_table_files,
     evaluated_benchmarks,
@@ -55,18 +56,7 @@ KEY = list(RUN_KEY_COLUMNS)
 RUN_KEY = KEY + ["seed"]
 SEED_DIR = re.compile(r"^seed(\d+)$")
 
-SUMMARY_SELECTION_COLUMNS = [
-    "removed",
-    "n_layers",
-    "loss",
-    "calibration_perplexity",
-    "calibration_accuracy",
-    "distinct_evaluations",
-    "memo_hits",
-    "blocks_run",
-    "search_seconds",
-    "prior_seconds",
-]
+SUMMARY_SELECTION_COLUMNS = ["removed", "n_layers", *SEARCH_RECORD_NUMBERS]
 SELECTION_COLUMNS = KEY + SUMMARY_SELECTION_COLUMNS + ["seed", "hyperparameters", "source"]
 # The selected set's loss (and TLM accuracy) on the fixed held-out draw (selection.json "heldout",
 # from `search --heldout-samples`): columns of selections and summary only when some selection has

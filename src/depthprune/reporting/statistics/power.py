@@ -62,8 +62,11 @@ def largest_fitting_limit(budget_minutes: float = BUDGET_MINUTES) -> int:
 
 
 def limit_for(se_points: float, limit: int, target_points: float = TARGET_POINTS) -> int:
-    """Smallest documents per task at which mdd ≤ target, from the SE (points) measured at ``limit``."""
-    return math.ceil(limit * (MDD_FACTOR * se_points / target_points) ** 2)
+    """Smallest documents per task at which mdd ≤ target, from the SE (points) measured at ``limit``.
+
+    At least one: a zero SE (every paired model answered alike, e.g. the same sets under both
+    calibrations) meets any target, and zero documents would leave ``mdd_at`` nothing to divide by."""
+    return max(1, math.ceil(limit * (MDD_FACTOR * se_points / target_points) ** 2))
 
 
 def mdd_at(se_points: float, limit: int, new_limit: int) -> float:
