@@ -334,18 +334,7 @@ SELECTION_REQUIRED = (*RUN_KEY_COLUMNS, "removed", "n_layers")
 SELECTION_TEXT = ("model", "calibration", "algorithm")
 SELECTION_INTEGERS = ("budget", "n_layers")
 # Fields that are a number or null (null: not measured, e.g. a perplexity search's accuracy).
-SELECTION_NUMBERS = (
-    "loss",
-    "calibration_perplexity",
-    "calibration_accuracy",
-    "distinct_evaluations",
-    "memo_hits",
-    "blocks_run",
-    "search_seconds",
-    "prior_seconds",
-    "seed",
-    "calibration_tokens",
-)
+SELECTION_NUMBERS = (*SEARCH_RECORD_NUMBERS, "seed", "calibration_tokens")
 
 
 def read_selection_json(path: str | Path, required: tuple[str, ...] = SELECTION_REQUIRED) -> dict[str, Any]:

@@ -76,14 +76,8 @@ def check_provenance(selection_files: Sequence[str | Path], metrics_files: Seque
             value = provenance[field]
             groups.setdefault(NOT_RECORDED if value is None else str(value), []).append(path)
         if len(groups) > 1:
-            parts = []
-            for value, paths in sorted(groups.items(), key=lambda item: -len(item[1])):
-                shown = ", ".join(paths[:SHOWN_FILES]) + (
-                    f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
-                )
-                parts.append(f"{field}={value} in {len(paths)} file(s): {shown}")
             raise InputError(
-                f"inputs of mixed provenance ({'; '.join(parts)}): recompute the stale ones, or aggregate "
+                f"inputs of mixed provenance ({describe_groups(groups, f'{field}=')}): recompute the stale ones, or aggregate "
                 "each computation apart"
             )
     check_evaluation_settings(metrics_files)
@@ -98,22 +92,28 @@ def evaluation_settings(raw: dict) -> str:
     return ", ".join(f"{name}={json.dumps(value, sort_keys=True)}" for name, value in sorted(settings.items()))
 
 
+def describe_groups(groups: dict[str, list[str]], before: str = "", after: str = "") -> str:
+    """'VALUE in N file(s): a, b and 3 more; ...' for the errors naming files that disagree, the
+    largest group first."""
+    parts = []
+    for value, paths in sorted(groups.items(), key=lambda item: -len(item[1])):
+        shown = ", ".join(paths[:SHOWN_FILES]) + (
+            f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
+        )
+        parts.append(f"{before}{value}{after} in {len(paths)} file(s): {shown}")
+    return "; ".join(parts)
+
+
 def check_evaluation_settings(metrics_files: Sequence[str | Path]) -> None:
     """Rows scored under different evaluation settings (another `evaluation.limit`,
-    `limit_per_task`, task list, ...) never share a table: ValueError naming both settings and files."""
+    `limit_per_task`, task list, ...) never share a table: InputError naming both settings and files."""
     groups: dict[str, list[str]] = {}
     for path in metrics_files:
         raw = Path(path).with_name(RAW_EVALUATION)
         if raw.is_file():
             groups.setdefault(evaluation_settings(read_evaluation_record(raw)), []).append(str(raw))
     if len(groups) > 1:
-        parts = []
-        for value, paths in sorted(groups.items(), key=lambda item: -len(item[1])):
-            shown = ", ".join(paths[:SHOWN_FILES]) + (
-                f" and {len(paths) - SHOWN_FILES} more" if len(paths) > SHOWN_FILES else ""
-            )
-            parts.append(f"[{value}] in {len(paths)} file(s): {shown}")
         raise InputError(
-            f"evaluations scored under different settings ({'; '.join(parts)}): rows from different evaluation "
+            f"evaluations scored under different settings ({describe_groups(groups, '[', ']')}): rows from different evaluation "
             "settings are never mixed in one table; re-evaluate the stale ones, or aggregate each setting apart"
         )
