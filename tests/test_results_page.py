@@ -319,6 +319,37 @@ def test_readme_calibration_size_v2_numbers_are_the_committed_ones():
     assert (tlm["acc_minus_ppl_hi"] < 0).all()  # "below C4-pruned ones at every size"
 
 
+def test_method_doc_calibration_size_numbers_are_the_committed_ones():
+    """docs/method.md §8's first calibration-size study (figures/calibration_size/tables/calibration_size.csv):
+    the Jaccard across seeds per C4 size and the TLM range, and the pruned models' accuracy at 8 and
+    32 items with its interval (issue 57 item 6: prose the CSVs back)."""
+    import pandas as pd
+
+    table = pd.read_csv(REPO / "figures" / "calibration_size" / "tables" / "calibration_size.csv")
+    rows = table.set_index(["calibration", "size", "algorithm"])
+    doc = " ".join((REPO / "docs" / "method.md").read_text(encoding="utf-8").split())
+
+    def jaccard(size, algorithm):
+        return f"{rows.loc[('ppl_c4', size, algorithm), 'jaccard_mean']:.2f}"
+
+    def accuracy(size, algorithm, percent=" %"):
+        r = rows.loc[("tlm_cs170k", size, algorithm)]
+        return (
+            f"{100 * r.avg_accuracy_mean:.1f}{percent} [{100 * r.avg_accuracy_lo:.1f}, {100 * r.avg_accuracy_hi:.1f}]"
+        )
+
+    tlm = table.loc[table["calibration"] == "tlm_cs170k", "jaccard_mean"]
+    expected = [
+        f"Jaccard across seeds {jaccard('8x64', 'one_shot')} (one-shot) and {jaccard('8x64', 'greedy')} (greedy) "
+        f"at 8 × 64, {jaccard('64x32', 'one_shot')} and {jaccard('64x32', 'greedy')} at 64 × 32",
+        f"`tlm_cs170k`: {tlm.min():.2f}–{tlm.max():.2f} at 8, 16, 32 and 64 items",
+        f"is {accuracy('8', 'one_shot')} at 8 items and {accuracy('32', 'one_shot')} at 32 (one-shot), "
+        f"{accuracy('8', 'greedy')} and {accuracy('32', 'greedy')} (greedy)",
+    ]
+    missing = [text for text in expected if text not in doc]
+    assert not missing, missing
+
+
 def test_method_doc_calibration_size_v2_table_is_the_committed_one():
     """docs/method.md §8's calibration-size v2 table: every number is the committed CSV's, to the digits
     printed (within half a unit of the last one)."""
