@@ -501,6 +501,22 @@ def test_render_only_and_single_calibration(tmp_path):
         assert (full / f"figure{n}.png").stat().st_size > 0
 
 
+def test_render_runs_named_steps_and_logs_each(tmp_path, caplog):
+    """The render is its list of named steps: the steps an --only serves run, in order, each logged by
+    name; the others do not run."""
+    import logging
+
+    from depthprune.reporting.render import STEPS, render
+
+    results = write_tree(tmp_path / "results", [("alpha", "ppl_c4", 2)], dense=False)
+    assert run_command(["aggregate", "--results", str(results), "--out", str(tmp_path / "agg")]) == 0
+    with caplog.at_level(logging.INFO, logger="depthprune.reporting.render"):
+        render(tmp_path / "agg", tmp_path / "out", only={"figure2", "table1"})
+    logged = [r.getMessage().split(" (")[0].removeprefix("render step ") for r in caplog.records]
+    assert [m for m in logged if m in {s.name for s in STEPS}] == ["figure2", "paper tables"]
+    assert len({s.name for s in STEPS}) == len(STEPS)
+
+
 RENDER_SNIPPET = """
 import sys
 from depthprune.reporting.render import render

@@ -8,19 +8,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from depthprune.reporting.pages.results_page import (
+    DECOMPOSITION_BEGIN,
+    DECOMPOSITION_END,
     DEFAULT_STUDIES,
     HEADLINE_BEGIN,
     HEADLINE_END,
+    SEEDS_BEGIN,
+    SEEDS_END,
+    SEEDS_STUDY,
     TLM_BEGIN,
     TLM_END,
     headline_table,
     number,
+    read_rows,
     readme_generated,
     readme_with_headline,
     results_page,
+    seeds_headline,
     tlm_table,
 )
+from depthprune.reporting.statistics.two_stage import ALGORITHM_SPREAD, CALIBRATION_SHIFT
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,15 +84,109 @@ def test_readme_headline_table_is_the_generated_one():
     assert readme_with_headline(readme, headline_table(REPO)) == readme, (
         "README.md's headline table is stale: regenerate it with `depthprune results-page`"
     )
-    assert "| claim | scope | statistic | paper | ours [95% CI] | null pass | null fail | verdict |" in readme
+    header = "| claim | scope | statistic | paper | ours [95% CI] | null pass | null fail | verdict | holds means |"
+    assert header in readme
 
 
-def test_readme_tlm_table_is_the_generated_one():
+def test_readme_generated_blocks_are_current():
+    """Every generated block of the README (headline, seeds, TLM, objective or data) is what
+    `depthprune results-page` makes from the committed CSVs now."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert TLM_BEGIN in readme and TLM_END in readme
+    for begin, end in ((TLM_BEGIN, TLM_END), (SEEDS_BEGIN, SEEDS_END), (DECOMPOSITION_BEGIN, DECOMPOSITION_END)):
+        assert begin in readme and end in readme, begin
     assert readme_generated(readme, REPO) == readme, (
-        "README.md's TLM table is stale: regenerate it with `depthprune results-page`"
+        "README.md's generated blocks are stale: regenerate them with `depthprune results-page`"
     )
+
+
+def copy_tables(folder: str, tmp_path: Path) -> Path:
+    shutil.copytree(REPO / folder / "tables", tmp_path / folder / "tables")
+    return tmp_path / folder / "tables"
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    import csv
+
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_readme_seeds_table_has_a_row_per_claim_and_statistic(tmp_path):
+    """Issue 57 item 6: the across-seeds table shows each statistic's verdict, so a robust "does not
+    hold" (§5.2's algorithm spread) and a robust "holds" (§5.3's perplexity sign) are visible; a
+    statistic the CSV gains gets a row without code naming it; per-condition §5.2 rows stay in the CSV."""
+    rows = read_rows(REPO / SEEDS_STUDY / "tables" / "seeds_claims.csv")
+    table = seeds_headline(REPO).splitlines()
+    conditions = [r for r in rows if CALIBRATION_SHIFT in r["statistic"] or ALGORITHM_SPREAD in r["statistic"]]
+    assert conditions and len(table) == 2 + len(rows) - len(conditions)
+    for r in rows:
+        if r not in conditions and r["claim"] != "gap" and r["statistic"] != "claim":
+            assert any(f"| {r['statistic']} |" in line and f"| {r['verdict']} |" in line for line in table), r
+    tables = copy_tables(SEEDS_STUDY, tmp_path)
+    path = tables / "seeds_claims.csv"
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('5.3,a statistic added later,4,0.25,0.1,0.4,,,3 of 4,"a, b",,,holds,some rule\n')
+    assert seeds_headline(tmp_path).splitlines()[-1] == (
+        "| §5.3 | a statistic added later | 0.25 [0.1, 0.4] | 3 of 4 | a, b | holds | supports the paper |"
+    )
+
+
+def test_holds_means_is_derived_from_the_claim_and_the_gaps_sign(tmp_path):
+    """Each headline row says which way "holds" points, from reporting/pages/directions.py: the paper's
+    claims support the paper; the TLM − perplexity gap, this project's test, is against it, its
+    sign saying which way; a claim the module does not know is an error naming it."""
+    from depthprune.reporting.pages.directions import SUPPORTS, TLM_BETTER, TLM_WORSE, holds_means
+
+    for line in headline_table(REPO).splitlines()[2:]:
+        assert line.endswith(f"| {SUPPORTS} |")
+    path = copy_tables(SEEDS_STUDY, tmp_path) / "seeds_claims.csv"
+    rows = read_rows(path)
+    gap = next(r for r in rows if r["claim"] == "gap")
+    assert float(gap["estimate"]) < 0  # the committed M = 7 gap: TLM worse
+    assert seeds_headline(REPO).splitlines()[2].endswith(f"| {TLM_WORSE} |")
+    for key, other in (("estimate", "estimate"), ("ci_low", "ci_high"), ("ci_high", "ci_low")):
+        gap[key] = str(-float(read_rows(REPO / SEEDS_STUDY / "tables" / "seeds_claims.csv")[0][other]))
+    write_rows(path, rows)
+    assert seeds_headline(tmp_path).splitlines()[2].endswith(f"| {TLM_BETTER} |")
+    for line in tlm_table(REPO).splitlines()[2:6]:
+        assert f"(lower) | {TLM_WORSE} |" in line
+    gap["claim"] = "floor"
+    write_rows(path, rows)
+    with pytest.raises(ValueError, match=r"claim 'floor'.*directions\.py"):
+        seeds_headline(tmp_path)
+    assert holds_means("§5.1") == SUPPORTS
+
+
+def test_method_doc_failed_search_count_is_the_committed_one():
+    """Issue 57 item 6: docs/method.md §7's count of failed searches is made from the default
+    study's table4.csv (`failed_search`), not typed."""
+    from depthprune.reporting.pages.prose import failed_searches_sentence
+
+    doc = " ".join((REPO / "docs" / "method.md").read_text(encoding="utf-8").split())
+    sentence = failed_searches_sentence(REPO)
+    assert "CBO in 4 of 4 cells" in sentence  # what the committed table says (issue 57: not "3 of 4")
+    assert sentence in doc, f"docs/method.md §7 should say: {sentence}"
+
+
+def test_failed_search_sentence_follows_the_table(tmp_path):
+    from depthprune.reporting.pages.prose import failed_searches_sentence
+
+    tables = copy_tables("figures", tmp_path)
+    text = (tables / "table4.csv").read_text(encoding="utf-8")
+    (tables / "table4.csv").write_text(text.replace(",True,", ",False,"), encoding="utf-8")
+    assert failed_searches_sentence(tmp_path) == "in `figures/tables/table4.csv` no search failed"
+
+
+def test_readme_states_the_scale_caveat_that_method_doc_cites():
+    """Issue 57 item 6: method.md cites the README for "a demonstration, not a replication"."""
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    method = " ".join((REPO / "docs" / "method.md").read_text(encoding="utf-8").split())
+    assert "**Scale.** The committed studies prune a 135M model" in readme
+    assert "not a replication of the paper's 8B results" in readme
+    assert "not a replication (README, *What the main command produces*, **Scale**)" in method
+    assert "## What the main command produces" in (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def test_tlm_table_reads_the_mean_over_the_algorithms(tmp_path):
@@ -102,7 +206,8 @@ def test_tlm_table_reads_the_mean_over_the_algorithms(tmp_path):
     )
     table = tlm_table(tmp_path, (("kept", "figures"), ("absent", "figures/none")))
     assert table.splitlines()[2] == (
-        "| kept | 7 | 117 | 40.0 % | 45.0 % | -5.0 [-8.0, -2.0] | 4.2 | 37.5 % | +2.5 [+0.1, +5.0] (above) |"
+        "| kept | 7 | 117 | 40.0 % | 45.0 % | -5.0 [-8.0, -2.0] (lower) | against the paper (TLM worse than "
+        "perplexity pruning) | 4.2 | 37.5 % | +2.5 [+0.1, +5.0] (above) |"
     )
     assert len(table.splitlines()) == 3  # one row: the mean, and nothing for the absent folder
 
@@ -212,6 +317,37 @@ def test_readme_calibration_size_v2_numbers_are_the_committed_ones():
     missing = [text for text in expected if text not in readme]
     assert not missing, missing
     assert (tlm["acc_minus_ppl_hi"] < 0).all()  # "below C4-pruned ones at every size"
+
+
+def test_method_doc_calibration_size_numbers_are_the_committed_ones():
+    """docs/method.md §8's first calibration-size study (figures/calibration_size/tables/calibration_size.csv):
+    the Jaccard across seeds per C4 size and the TLM range, and the pruned models' accuracy at 8 and
+    32 items with its interval (issue 57 item 6: prose the CSVs back)."""
+    import pandas as pd
+
+    table = pd.read_csv(REPO / "figures" / "calibration_size" / "tables" / "calibration_size.csv")
+    rows = table.set_index(["calibration", "size", "algorithm"])
+    doc = " ".join((REPO / "docs" / "method.md").read_text(encoding="utf-8").split())
+
+    def jaccard(size, algorithm):
+        return f"{rows.loc[('ppl_c4', size, algorithm), 'jaccard_mean']:.2f}"
+
+    def accuracy(size, algorithm, percent=" %"):
+        r = rows.loc[("tlm_cs170k", size, algorithm)]
+        return (
+            f"{100 * r.avg_accuracy_mean:.1f}{percent} [{100 * r.avg_accuracy_lo:.1f}, {100 * r.avg_accuracy_hi:.1f}]"
+        )
+
+    tlm = table.loc[table["calibration"] == "tlm_cs170k", "jaccard_mean"]
+    expected = [
+        f"Jaccard across seeds {jaccard('8x64', 'one_shot')} (one-shot) and {jaccard('8x64', 'greedy')} (greedy) "
+        f"at 8 × 64, {jaccard('64x32', 'one_shot')} and {jaccard('64x32', 'greedy')} at 64 × 32",
+        f"`tlm_cs170k`: {tlm.min():.2f}–{tlm.max():.2f} at 8, 16, 32 and 64 items",
+        f"is {accuracy('8', 'one_shot')} at 8 items and {accuracy('32', 'one_shot')} at 32 (one-shot), "
+        f"{accuracy('8', 'greedy')} and {accuracy('32', 'greedy')} (greedy)",
+    ]
+    missing = [text for text in expected if text not in doc]
+    assert not missing, missing
 
 
 def test_method_doc_calibration_size_v2_table_is_the_committed_one():

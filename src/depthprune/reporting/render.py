@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from depthprune.errors import InputError
@@ -145,6 +146,276 @@ def paper_only(frame):
     return frame[~frame["algorithm"].map(is_control).astype(bool)]
 
 
+@dataclass
+class RenderJob:
+    """One render: the study loaded once, the settings, and what the steps have computed and written.
+
+    Figures and Tables 1-6 show the first seed (``primary``); with several seeds, tables/seeds_*.csv
+    and the "Across seeds" section of observations.md give the spread and each seed's verdicts. The
+    paper's claims (Tables 5-6, Jaccard, rho, variance, observations) are about its seven algorithms
+    (``selections``, ``base``): the random-init controls and the exhaustive optimum get rows in
+    Tables 1-4 and the figures (``all_selections``, ``all_base``), and their own comparison
+    (tables/controls.csv), but never enter those statistics.
+    """
+
+    agg: object
+    all_samples: object
+    seeds: list[int]
+    wanted: set[str]
+    out: Path
+    bootstrap_resamples: int
+    bootstrap_seed: int
+    comparable_band: float
+    strong_rho: float
+    seeds_planned: int | None
+    written: list[Path] = field(default_factory=list)
+    # Filled by the steps, in STEPS order.
+    baselines: object = None
+    informative: object = None
+    informative_base: object = None
+    informative_reps: object = None
+    contrast: object = None
+    loss_accuracy: object = None
+    analyses: dict = field(default_factory=dict)
+    observations: object = None
+    observations_text: str = ""
+    _replicates_by_seed: dict = field(default_factory=dict)
+    _cross_seed: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.primary = self.seeds[0]
+        self.all_selections = for_seed(self.agg.selections, self.primary)
+        self.all_base = for_seed(self.agg.summary, self.primary)
+        self.selections, self.base = paper_only(self.all_selections), paper_only(self.all_base)
+        self.samples = self.seed_samples(self.primary)
+        self.reps = self.seed_replicates(self.primary)
+        self.summary = with_intervals(self.all_base, self.reps)
+        self.spearman = spearman_table(self.base, self.reps)
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.out / "tables"
+
+    @property
+    def several_seeds(self) -> bool:
+        return len(self.seeds) > 1
+
+    def seed_samples(self, seed: int):
+        """One seed's per-document samples (None when the aggregate has none)."""
+        return for_seed(self.all_samples, seed) if self.all_samples is not None else None
+
+    def seed_replicates(self, seed: int):
+        """The paired document replicates of one seed's runs (computed once per seed)."""
+        if seed not in self._replicates_by_seed:
+            self._replicates_by_seed[seed] = document_replicates(
+                self.seed_samples(seed), self.bootstrap_resamples, self.bootstrap_seed
+            )
+        return self._replicates_by_seed[seed]
+
+    def across_seeds_tables(self) -> dict:
+        """The §10 statistics across seeds (computed once): the two-stage table, ρ per (M, seed) cell
+        and §5.1's within − across per seed."""
+        if not self._cross_seed:
+            agg, seeds = self.agg, self.seeds
+            summaries = {s: paper_only(for_seed(agg.summary, s)) for s in seeds}
+            seed_reps = {s: self.seed_replicates(s) for s in seeds}
+            seed_samples = {s: self.seed_samples(s) for s in seeds}
+            noise = across_seeds_noise(summaries, seed_reps, seed_samples, self.comparable_band)
+            self._cross_seed["noise"] = noise
+            self._cross_seed["two_stage"] = two_stage_table(summaries, seed_reps, self.comparable_band, noise)
+            self._cross_seed["rho"] = rho_cells(summaries, seed_reps)
+            self._cross_seed["sets"] = sets_across_seeds({s: paper_only(for_seed(agg.selections, s)) for s in seeds})
+        return self._cross_seed
+
+    def write_csv(self, name: str, frame) -> None:
+        path = self.tables_dir / f"{name}.csv"
+        atomic_write_report_csv(path, frame)
+        self.written.append(path)
+
+    def write_text(self, name: str, text: str) -> None:
+        path = self.tables_dir / name
+        atomic_write_text(path, text)
+        self.written.append(path)
+
+
+def draw_figure1(job: RenderJob) -> None:
+    # every seed: shade = how often a layer was removed (the random sets' draws are not cuts a search chose)
+    selections = job.agg.selections
+    job.written += figure1(selections[~selections["algorithm"].map(is_random_set).astype(bool)], job.out)
+
+
+def draw_figure2(job: RenderJob) -> None:
+    job.written += figure2(job.summary, job.out)
+
+
+def draw_figure3(job: RenderJob) -> None:
+    job.written += figure3(job.base, job.spearman, job.out)
+
+
+def write_paper_tables(job: RenderJob) -> None:
+    """Tables 1-6 (those asked for)."""
+    names = job.wanted & set(TABLE_NAMES)
+    job.written += write_tables(build_tables(job.summary, job.selections, only=names), job.tables_dir)
+
+
+def find_baselines(job: RenderJob) -> None:
+    """Each task's baseline, and the informative-task sensitivity (docs/method.md §7): the tasks the
+    dense model beats its baseline on, and every accuracy statistic recomputed on the mean over them."""
+    job.baselines = task_baselines(job.samples)
+    job.informative = find_informative_tasks(job.all_base, job.reps, job.baselines)
+    job.informative_base, job.informative_reps = informative_view(job.base, job.reps, job.informative)
+
+
+def contrast_calibrations(job: RenderJob) -> None:
+    """TLM- against perplexity-pruned models and the baseline, and ρ(search loss, accuracy)."""
+    job.contrast = calibration_contrast(job.base, job.reps, average_baseline(job.baselines))
+    job.loss_accuracy = loss_accuracy_table(job.base, job.reps)
+
+
+def paper_analyses(job: RenderJob) -> None:
+    """The analyses of the paper's claims on the primary seed (tables/<name>.csv, written later)."""
+    base, reps = job.base, job.reps
+    pairs = pairwise_jaccard(job.selections)
+    job.analyses.update(
+        {
+            "jaccard_pairs": pairs,
+            "jaccard_summary": jaccard_summary(pairs),
+            "spearman": job.spearman,
+            "spearman_distinct": distinct_spearman_table(base),
+            "baselines": job.baselines,
+            "variance_decomposition": variance_decomposition(base, reps),
+            "range_statistic": range_statistic(base, reps),
+            "controls": control_comparison(job.all_selections),
+            "calibration_contrast": job.contrast,
+            "loss_accuracy": job.loss_accuracy,
+            "informative_tasks": job.informative.table,
+            "calibration_contrast_informative": informative_contrast(
+                job.informative_base, job.informative_reps, job.informative, job.baselines
+            ),
+            "loss_accuracy_informative": loss_accuracy_table(job.informative_base, job.informative_reps),
+            "evaluation_size": evaluation_size(job.contrast, evaluation_limit(reps)),
+        }
+    )
+
+
+def decompose_calibration(job: RenderJob) -> None:
+    """Objective or data (docs/method.md §9): only a study that ran the cross-control ppl_cs170k."""
+    if not has_cross_control(job.base):
+        return
+    decomposition = decomposition_table(*with_informative_average(job.base, job.reps, job.informative))
+    job.analyses["calibration_decomposition"] = decomposition
+    job.analyses["calibration_decomposition_sets"] = set_decomposition_table(job.selections)
+    job.written += figure_decomposition(decomposition, job.out)
+
+
+def spread_across_seeds(job: RenderJob) -> None:
+    """Across seeds (docs/method.md §10): the spread, the set stability, and each seed's estimate with
+    its document interval and the two-stage interval (seeds, then documents within each seed)."""
+    if not job.several_seeds:
+        return
+    job.analyses["seeds_spread"] = seed_spread(job.agg.summary)
+    job.analyses["seeds_set_stability"] = set_stability(job.agg.selections)
+    job.analyses["seeds_two_stage"] = job.across_seeds_tables()["two_stage"]
+    job.written += figure_seeds(job.analyses["seeds_two_stage"], job.out)
+
+
+def write_analyses(job: RenderJob) -> None:
+    for name, frame in job.analyses.items():
+        job.write_csv(name, frame)
+
+
+def judge_observations(job: RenderJob) -> None:
+    """The paper's three observations judged on the primary seed, with the informative-task
+    sensitivity, the controls' answer, ρ(loss, accuracy) and the evaluation size (observations.md)."""
+    seed_selections = (
+        [paper_only(for_seed(job.agg.selections, seed)) for seed in job.seeds] if job.several_seeds else []
+    )
+    observations = evaluate_observations(
+        job.selections,
+        job.base,
+        job.reps,
+        job.comparable_band,
+        job.strong_rho,
+        seed_selections,
+        samples=job.samples,
+        informative=job.informative,
+    )
+    informative = job.analyses.get("calibration_contrast_informative")
+    if informative is None:
+        informative = informative_contrast(job.informative_base, job.informative_reps, job.informative, job.baselines)
+    observations.sensitivity += contrast_pairs(job.contrast, informative)
+    job.observations = observations
+    job.observations_text = (
+        observations_markdown(observations)
+        + "\n## Random-initialisation controls (the paper's limitation 2)\n\n"
+        + prior_artifact_answer(job.all_selections)
+        + "\n"
+        + loss_accuracy_markdown(job.loss_accuracy)
+        + evaluation_size_markdown(evaluation_size(job.contrast, evaluation_limit(job.reps)))
+    )
+
+
+def judge_across_seeds(job: RenderJob) -> None:
+    """Each seed's verdicts (seeds_verdicts.csv) and the cross-seed decision rule of docs/method.md
+    §10 with each seed's verdict beside it (seeds_claims.csv)."""
+    if not job.several_seeds:
+        return
+    by_seed = {job.primary: job.observations}
+    for seed in job.seeds[1:]:
+        by_seed[seed] = evaluate_observations(
+            paper_only(for_seed(job.agg.selections, seed)),
+            paper_only(for_seed(job.agg.summary, seed)),
+            job.seed_replicates(seed),
+            job.comparable_band,
+            job.strong_rho,
+            samples=job.seed_samples(seed),
+        )
+    verdicts = verdicts_by_seed({seed: seen.verdicts for seed, seen in by_seed.items()})
+    job.write_csv("seeds_verdicts", verdicts)
+    job.observations_text += seeds_markdown(job.primary, verdicts, set_stability(job.agg.selections))
+    tables = job.across_seeds_tables()
+    claims = decision_table(
+        tables["two_stage"], tables["rho"], tables["sets"], verdicts, job.strong_rho, noise=tables["noise"]
+    )
+    job.write_csv("seeds_claims", claims)
+    job.observations_text += decision_markdown(claims, len(job.seeds), job.seeds_planned)
+
+
+def write_observations(job: RenderJob) -> None:
+    job.write_text("observations.md", job.observations_text)
+    job.write_csv("observations", observations_frame(job.observations))
+    job.write_text("paper_comparison.md", paper_comparison_markdown(job.observations))
+    job.write_csv("paper_comparison", paper_comparison(job.observations))
+
+
+@dataclass(frozen=True)
+class RenderStep:
+    """One named step of the render: it runs when any of the outputs in ``serves`` is asked for."""
+
+    name: str
+    serves: frozenset[str]
+    run: Callable[[RenderJob], None]
+
+
+JUDGED = frozenset({"analyses", "observations"})
+# The render, in order: a later step reads what earlier ones left on the job.
+STEPS = (
+    RenderStep("figure1", frozenset({"figure1"}), draw_figure1),
+    RenderStep("figure2", frozenset({"figure2"}), draw_figure2),
+    RenderStep("figure3", frozenset({"figure3"}), draw_figure3),
+    RenderStep("paper tables", frozenset(TABLE_NAMES), write_paper_tables),
+    RenderStep("baselines and informative tasks", JUDGED, find_baselines),
+    RenderStep("calibration contrast", JUDGED, contrast_calibrations),
+    RenderStep("paper analyses", frozenset({"analyses"}), paper_analyses),
+    RenderStep("objective or data", frozenset({"analyses"}), decompose_calibration),
+    RenderStep("spread across seeds", frozenset({"analyses"}), spread_across_seeds),
+    RenderStep("write analyses", frozenset({"analyses"}), write_analyses),
+    RenderStep("observations", frozenset({"observations"}), judge_observations),
+    RenderStep("verdicts across seeds", frozenset({"observations"}), judge_across_seeds),
+    RenderStep("write observations", frozenset({"observations"}), write_observations),
+)
+
+
 def render(
     aggregate_dir: str | Path,
     out_dir: str | Path,
@@ -155,167 +426,26 @@ def render(
     strong_rho: float = DEFAULT_STRONG_RHO,
     seeds_planned: int | None = None,
 ) -> list[Path]:
-    """Write the requested outputs (all by default); return the files written."""
-    wanted = set(ARTIFACTS) if only is None else set(only)
+    """Write the requested outputs (all by default) by running STEPS in order; return the files written."""
     start = time.perf_counter()
     # The metrics table is not drawn from, but is validated with the others (a cut file is refused).
     agg = load_aggregate(aggregate_dir, tables=("selections", "summary"))
-    all_samples = load_samples(aggregate_dir)
-    seeds = seeds_of(agg.summary)
-    # Figures and Tables 1-6 show the first seed; with several seeds, tables/seeds_*.csv and the
-    # "Across seeds" section of observations.md give the spread and each seed's verdicts.
-    primary = seeds[0]
-    all_selections, all_base = for_seed(agg.selections, primary), for_seed(agg.summary, primary)
-    # The paper's claims (Tables 5-6, Jaccard, rho, variance, observations) are about its seven
-    # algorithms: the random-init controls and the exhaustive optimum get rows in Tables 1-4 and the
-    # figures, and their own comparison (tables/controls.csv), but never enter those statistics.
-    selections, base = paper_only(all_selections), paper_only(all_base)
-    samples = for_seed(all_samples, primary) if all_samples is not None else None
-    reps = document_replicates(samples, bootstrap_resamples, bootstrap_seed)
-    summary = with_intervals(all_base, reps)
-    out = Path(out_dir)
-    tables_dir = out / "tables"
-    written: list[Path] = []
-    spearman = spearman_table(base, reps)
-    replicates_by_seed = {primary: reps}
-
-    def seed_replicates(seed: int):
-        """The paired document replicates of one seed's runs (computed once per seed)."""
-        if seed not in replicates_by_seed:
-            seed_samples = for_seed(all_samples, seed) if all_samples is not None else None
-            replicates_by_seed[seed] = document_replicates(seed_samples, bootstrap_resamples, bootstrap_seed)
-        return replicates_by_seed[seed]
-
-    cross_seed: dict = {}
-
-    def across_seeds_tables():
-        """The §10 statistics across seeds (computed once): the two-stage table, ρ per (M, seed) cell
-        and §5.1's within − across per seed."""
-        if not cross_seed:
-            summaries = {s: paper_only(for_seed(agg.summary, s)) for s in seeds}
-            seed_reps = {s: seed_replicates(s) for s in seeds}
-            seed_samples = {s: for_seed(all_samples, s) if all_samples is not None else None for s in seeds}
-            cross_seed["noise"] = across_seeds_noise(summaries, seed_reps, seed_samples, comparable_band)
-            cross_seed["two_stage"] = two_stage_table(summaries, seed_reps, comparable_band, cross_seed["noise"])
-            cross_seed["rho"] = rho_cells(summaries, seed_reps)
-            cross_seed["sets"] = sets_across_seeds({s: paper_only(for_seed(agg.selections, s)) for s in seeds})
-        return cross_seed
-
-    if "figure1" in wanted:
-        # every seed: shade = how often a layer was removed (the random sets' draws are not cuts a search chose)
-        written += figure1(agg.selections[~agg.selections["algorithm"].map(is_random_set).astype(bool)], out)
-    if "figure2" in wanted:
-        written += figure2(summary, out)
-    if "figure3" in wanted:
-        written += figure3(base, spearman, out)
-    table_names = wanted & set(TABLE_NAMES)
-    if table_names:
-        written += write_tables(build_tables(summary, selections, only=table_names), tables_dir)
-    baselines = task_baselines(samples)
-    # Informative-task sensitivity (docs/method.md §7): the tasks the dense model beats its baseline
-    # on, and every accuracy statistic recomputed on the mean over them.
-    informative = find_informative_tasks(all_base, reps, baselines)
-    informative_base, informative_reps = informative_view(base, reps, informative)
-    contrast = (
-        calibration_contrast(base, reps, average_baseline(baselines)) if wanted & {"analyses", "observations"} else None
+    job = RenderJob(
+        agg=agg,
+        all_samples=load_samples(aggregate_dir),
+        seeds=seeds_of(agg.summary),
+        wanted=set(ARTIFACTS) if only is None else set(only),
+        out=Path(out_dir),
+        bootstrap_resamples=bootstrap_resamples,
+        bootstrap_seed=bootstrap_seed,
+        comparable_band=comparable_band,
+        strong_rho=strong_rho,
+        seeds_planned=seeds_planned,
     )
-    loss_accuracy = loss_accuracy_table(base, reps) if wanted & {"analyses", "observations"} else None
-    if "analyses" in wanted:
-        pairs = pairwise_jaccard(selections)
-        analyses = {
-            "jaccard_pairs": pairs,
-            "jaccard_summary": jaccard_summary(pairs),
-            "spearman": spearman,
-            "spearman_distinct": distinct_spearman_table(base),
-            "baselines": baselines,
-            "variance_decomposition": variance_decomposition(base, reps),
-            "range_statistic": range_statistic(base, reps),
-            "controls": control_comparison(all_selections),
-            "calibration_contrast": contrast,
-            "loss_accuracy": loss_accuracy,
-            "informative_tasks": informative.table,
-            "calibration_contrast_informative": informative_contrast(
-                informative_base, informative_reps, informative, baselines
-            ),
-            "loss_accuracy_informative": loss_accuracy_table(informative_base, informative_reps),
-            "evaluation_size": evaluation_size(contrast, evaluation_limit(reps)),
-        }
-        if has_cross_control(base):
-            # Objective or data (docs/method.md §9): only a study that ran the cross-control ppl_cs170k.
-            decomposition = decomposition_table(*with_informative_average(base, reps, informative))
-            analyses["calibration_decomposition"] = decomposition
-            analyses["calibration_decomposition_sets"] = set_decomposition_table(selections)
-            written += figure_decomposition(decomposition, out)
-        if len(seeds) > 1:
-            analyses["seeds_spread"] = seed_spread(agg.summary)
-            analyses["seeds_set_stability"] = set_stability(agg.selections)
-            # Across seeds (docs/method.md §10): each seed's estimate with its document interval and
-            # the two-stage interval (seeds, then documents within each seed).
-            analyses["seeds_two_stage"] = across_seeds_tables()["two_stage"]
-            written += figure_seeds(analyses["seeds_two_stage"], out)
-        for name, frame in analyses.items():
-            path = tables_dir / f"{name}.csv"
-            atomic_write_report_csv(path, frame)
-            written.append(path)
-    if "observations" in wanted:
-        seed_selections = [paper_only(for_seed(agg.selections, seed)) for seed in seeds] if len(seeds) > 1 else []
-        observations = evaluate_observations(
-            selections,
-            base,
-            reps,
-            comparable_band,
-            strong_rho,
-            seed_selections,
-            samples=samples,
-            informative=informative,
-        )
-        if "analyses" not in wanted:
-            analyses_contrast = informative_contrast(informative_base, informative_reps, informative, baselines)
-        else:
-            analyses_contrast = analyses["calibration_contrast_informative"]
-        observations.sensitivity += contrast_pairs(contrast, analyses_contrast)
-        text = observations_markdown(observations)
-        text += (
-            "\n## Random-initialisation controls (the paper's limitation 2)\n\n"
-            + prior_artifact_answer(all_selections)
-            + "\n"
-        )
-        text += loss_accuracy_markdown(loss_accuracy)
-        text += evaluation_size_markdown(evaluation_size(contrast, evaluation_limit(reps)))
-        if len(seeds) > 1:
-            by_seed = {primary: observations}
-            for seed in seeds[1:]:
-                by_seed[seed] = evaluate_observations(
-                    paper_only(for_seed(agg.selections, seed)),
-                    paper_only(for_seed(agg.summary, seed)),
-                    seed_replicates(seed),
-                    comparable_band,
-                    strong_rho,
-                    samples=for_seed(all_samples, seed) if all_samples is not None else None,
-                )
-            verdicts = verdicts_by_seed({seed: seen.verdicts for seed, seen in by_seed.items()})
-            atomic_write_report_csv(tables_dir / "seeds_verdicts.csv", verdicts)
-            written.append(tables_dir / "seeds_verdicts.csv")
-            text += seeds_markdown(primary, verdicts, set_stability(agg.selections))
-            # The cross-seed decision rule (docs/method.md §10), each seed's verdict beside it.
-            tables = across_seeds_tables()
-            claims = decision_table(
-                tables["two_stage"],
-                tables["rho"],
-                tables["sets"],
-                verdicts,
-                strong_rho,
-                noise=tables["noise"],
-            )
-            atomic_write_report_csv(tables_dir / "seeds_claims.csv", claims)
-            written.append(tables_dir / "seeds_claims.csv")
-            text += decision_markdown(claims, len(seeds), seeds_planned)
-        atomic_write_text(tables_dir / "observations.md", text)
-        atomic_write_report_csv(tables_dir / "observations.csv", observations_frame(observations))
-        atomic_write_text(tables_dir / "paper_comparison.md", paper_comparison_markdown(observations))
-        atomic_write_report_csv(tables_dir / "paper_comparison.csv", paper_comparison(observations))
-        written += [
-            tables_dir / f"{name}.{ext}" for name in ("observations", "paper_comparison") for ext in ("md", "csv")
-        ]
-    log.info("render: %d files in %s (%.1f s)", len(written), out, time.perf_counter() - start)
-    return written
+    for step in STEPS:
+        if step.serves & job.wanted:
+            step_start = time.perf_counter()
+            step.run(job)
+            log.info("render step %s (%.1f s)", step.name, time.perf_counter() - step_start)
+    log.info("render: %d files in %s (%.1f s)", len(job.written), job.out, time.perf_counter() - start)
+    return job.written

@@ -7,9 +7,12 @@ Tables 1-6 as `render` wrote them
 (tables/table<N>.md, rendered from the CSVs beside them). `depthprune results-page` writes it;
 tests/test_results_page.py regenerates it and compares it with the committed page. It also writes
 the README's short table of headline findings (between `<!-- headline:begin -->` and
-`<!-- headline:end -->`), from the default study's paper_comparison.csv, and its table of TLM pruning
-against perplexity pruning and chance per search space (between `<!-- tlm:begin -->` and
-`<!-- tlm:end -->`), from calibration_contrast.csv.
+`<!-- headline:end -->`), from the default study's paper_comparison.csv, its across-seeds table (one
+row per claim and statistic of seeds_claims.csv, between `<!-- seeds:begin -->` and
+`<!-- seeds:end -->`), its table of TLM pruning against perplexity pruning and the baseline per search
+space (between `<!-- tlm:begin -->` and `<!-- tlm:end -->`), from calibration_contrast.csv, and its
+objective-or-data paragraph (`<!-- decomposition:… -->`). Each README table says which way a
+"holds" points (reporting/pages/directions.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from depthprune.errors import InputError
 from depthprune.io import atomic_write_text
+from depthprune.reporting.pages.directions import GAP, holds_means
 from depthprune.reporting.statistics.two_stage import ALGORITHM_SPREAD, CALIBRATION_SHIFT
 from depthprune.results_schema import read_report_rows
 
@@ -210,9 +214,17 @@ def anchor(title: str) -> str:
     return kept.replace(" ", "-")
 
 
+def direction(row: dict[str, str], estimate: str) -> str:
+    """The row's "holds means" cell (reporting/pages/directions.py), the gap's sign read from the
+    column `estimate`."""
+    value = row.get(estimate, "")
+    return holds_means(row["claim"], float(value) if value != "" else None)
+
+
 def headline_table(repo: str | Path, folder: str = "figures") -> str:
     """The README's table of headline findings: the judged claims of the default study's
-    paper_comparison.csv, ours with its interval beside the paper's value."""
+    paper_comparison.csv, ours with its interval beside the paper's value, and which way its
+    "holds" points."""
     rows = [
         [
             f"§{r['claim']}",
@@ -223,12 +235,13 @@ def headline_table(repo: str | Path, folder: str = "figures") -> str:
             null_pass(r),
             null_fail(r),
             r["verdict"],
+            direction(r, "value"),
         ]
         for r in read_rows(Path(repo) / folder / "tables" / "paper_comparison.csv")
         if r["verdict"] in VERDICTS
     ]
     header = ["claim", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "null fail", "verdict"]
-    return "\n".join(markdown_table(header, rows))
+    return "\n".join(markdown_table([*header, "holds means"], rows))
 
 
 def points(text: str) -> str:
@@ -260,7 +273,9 @@ def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
                     limit,
                     f"{100 * float(r['acc_tlm_pruned']):.1f} %",
                     f"{100 * float(r['acc_perplexity_pruned']):.1f} %",
-                    f"{points(r['diff_tlm_minus_ppl'])} [{points(r['diff_ci_low'])}, {points(r['diff_ci_high'])}]",
+                    f"{points(r['diff_tlm_minus_ppl'])} [{points(r['diff_ci_low'])}, {points(r['diff_ci_high'])}] "
+                    f"({r['tlm_vs_ppl']})",
+                    holds_means(GAP, float(r["diff_tlm_minus_ppl"])),
                     f"{100 * float(r['mdd']):.1f}",
                     f"{100 * float(r[key]):.1f} %",
                     f"{points(r[f'tlm_minus_{key}'])} [{points(r[f'tlm_minus_{key}_ci_low'])}, "
@@ -269,20 +284,22 @@ def tlm_table(repo: str | Path, studies=TLM_STUDIES) -> str:
             )
         if (tables / "baselines.csv").is_file():
             notes.append(f"{space}: {baseline_note(read_rows(tables / 'baselines.csv'))}")
-    header = ["search space", "M", "docs/task", "TLM-pruned", "perplexity-pruned", "TLM − perplexity [95% CI]", "mdd"]
+    gap = ["TLM − perplexity [95% CI]", "a gap (≠ 0) means"]
+    header = ["search space", "M", "docs/task", "TLM-pruned", "perplexity-pruned", *gap, "mdd"]
     lines = markdown_table([*header, "baseline", "TLM − baseline [95% CI]"], rows)
+    below = []  # one paragraph under the table
     if notes:
-        lines += [
-            "",
+        below.append(
             "Baseline: the mean over the six tasks of the larger of chance (1/k) and the majority answer "
-            "(BoolQ only) on the evaluated documents; " + "; ".join(notes) + ".",
-        ]
+            "(BoolQ only) on the evaluated documents; " + "; ".join(notes) + "."
+        )
     if len(set(limits)) > 1:
-        lines += [
-            "",
+        below.append(
             "The search spaces were evaluated on different numbers of documents per task "
-            f"({', '.join(limits)}): their rows are unpaired, and their differences carry no paired interval.",
-        ]
+            f"({', '.join(limits)}): their rows are unpaired, and their differences carry no paired interval."
+        )
+    if below:
+        lines += ["", " ".join(below)]
     return "\n".join(lines)
 
 
@@ -370,21 +387,29 @@ def seeds_table(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
 
 
 def seeds_headline(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
-    """The README's across-seeds lines: per claim (and the TLM − perplexity gap per M) how many seeds
-    hold on their own, each seed's verdict and the verdict across seeds (docs/method.md §10)."""
+    """The README's across-seeds table (docs/method.md §10): one row per claim and statistic of
+    seeds_claims.csv (the TLM − perplexity gap per M in points), with the cross-seed estimate and
+    interval, how many seeds hold on their own, each seed's verdict or value, the verdict across seeds
+    and which way its "holds" points. Rows are read, not listed: a statistic the CSV gains gets a row.
+    The per-condition §5.2 rows are summarised by their "conditions whose … passes" rows and stay in
+    the CSV (and docs/results.md)."""
     rows = []
     for r in read_rows(Path(repo) / folder / "tables" / "seeds_claims.csv"):
-        if r["claim"] == "gap":
-            value, lo, hi = (float(r[k]) for k in ("estimate", "ci_low", "ci_high"))
+        if CALIBRATION_SHIFT in r["statistic"] or ALGORITHM_SPREAD in r["statistic"]:
+            continue  # one row per §5.2 condition: in the CSV
+        if r["claim"] == GAP:
             label = "TLM − perplexity, " + r["statistic"].split(":")[0].split()[-1]  # "<model> M=7: …"
+            value, lo, hi = (float(r[k]) for k in ("estimate", "ci_low", "ci_high"))
             estimate = f"{value:+.1f} [{lo:+.1f}, {hi:+.1f}] points"
-        elif r["statistic"] == "claim":
-            label, estimate = f"§{r['claim']}", ""
         else:
-            continue
-        rows.append([label, estimate, r["seeds_holding"], r["per_seed"], r["verdict"]])
-    header = ["claim", "two-stage [95% CI]", "seeds holding", "per seed (0, 1, …)", "across seeds"]
-    return "\n".join(markdown_table(header, rows))
+            label = "the claim" if r["statistic"] == "claim" else r["statistic"]
+            estimate = number(r["estimate"])
+            if r["ci_low"] != "" and r["ci_high"] != "":
+                estimate += f" [{number(r['ci_low'])}, {number(r['ci_high'])}]"
+        claim = "gap" if r["claim"] == GAP else f"§{r['claim']}"
+        rows.append([claim, label, estimate, r["seeds_holding"], r["per_seed"], r["verdict"], direction(r, "estimate")])
+    header = ["claim", "statistic", "across seeds [95% CI]", "seeds holding", "per seed (0, 1, …)", "verdict"]
+    return "\n".join(markdown_table([*header, "holds means"], rows))
 
 
 def readme_with_block(readme: str, begin: str, end: str, text: str) -> str:
