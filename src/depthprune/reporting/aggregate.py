@@ -30,7 +30,13 @@ from depthprune.budgets import check_protected, protected_blocks
 from depthprune.calibration.specs import CALIBRATIONS
 from depthprune.calibration.variants import parse_label
 from depthprune.errors import InputError
-from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, PERPLEXITY_COLUMNS, SAMPLES_COLUMNS
+from depthprune.evaluation.benchmarks import (
+    ACCURACY_COLUMNS,
+    METRICS_COLUMNS,
+    PERPLEXITY_COLUMNS,
+    SAMPLES_COLUMNS,
+    ZERO_SHOT_BENCHMARKS,
+)
 from depthprune.io import atomic_write_csv, atomic_write_parquet, format_layers, parse_layers
 from depthprune.paths import search_file_globs
 from depthprune.reporting.provenance import RAW_EVALUATION, check_provenance
@@ -113,6 +119,13 @@ def discover_samples(results_dir: str | Path) -> list[Path]:
     """samples.parquet files next to the metrics.csv files of the Snakemake layout."""
     root = Path(results_dir)
     return search_files(root, "samples.parquet") + sorted(root.glob("*/dense/samples.parquet"))
+
+
+def evaluated_accuracy_tasks(summary: pd.DataFrame) -> tuple[str, ...]:
+    """The zero-shot tasks a study evaluated (``ZERO_SHOT_BENCHMARKS`` order): those with an accuracy
+    in any run. ``avg_accuracy`` is their mean (docs/method.md §7; all six in a full study, fewer in an
+    evaluation-only study that names its own tasks, §11); a run without one of them has none."""
+    return tuple(b for b in ZERO_SHOT_BENCHMARKS if f"acc_{b}" in summary and summary[f"acc_{b}"].notna().any())
 
 
 def path_seed(path: Path) -> int | None:
@@ -406,7 +419,10 @@ def build_summary(selections: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFra
     summary["removed"] = summary["removed"].fillna("")
     # mean(skipna=False): an average with a missing part is NaN, never a partial mean.
     summary["avg_perplexity"] = summary[list(PERPLEXITY_COLUMNS)].mean(axis=1, skipna=False)
-    summary["avg_accuracy"] = summary[list(ACCURACY_COLUMNS)].mean(axis=1, skipna=False)
+    # over the zero-shot tasks the study evaluated (an evaluation-only study may score fewer, §11)
+    summary["avg_accuracy"] = summary[[f"acc_{b}" for b in evaluated_accuracy_tasks(summary)]].mean(
+        axis=1, skipna=False
+    )
     rounded = list(ACCURACY_COLUMNS) + ["avg_accuracy", "avg_perplexity"]
     summary[rounded] = summary[rounded].round(TIE_DECIMALS)
     summary.insert(4, "calibration_kind", summary["calibration"].map(calibration_kind))

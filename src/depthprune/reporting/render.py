@@ -25,7 +25,7 @@ from pathlib import Path
 from depthprune.errors import InputError
 from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_report_csv, atomic_write_text
-from depthprune.reporting.aggregate import load_aggregate, load_samples
+from depthprune.reporting.aggregate import evaluated_accuracy_tasks, load_aggregate, load_samples
 from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
 from depthprune.reporting.analysis.contrast import calibration_contrast
 from depthprune.reporting.analysis.correlation import loss_accuracy_table, spearman_table
@@ -36,7 +36,7 @@ from depthprune.reporting.figures.figure2 import figure2
 from depthprune.reporting.figures.figure3 import figure3
 from depthprune.reporting.figures.figure_decomposition import figure_decomposition
 from depthprune.reporting.figures.figure_seeds import figure_seeds
-from depthprune.reporting.statistics.baselines import average_baseline, task_baselines
+from depthprune.reporting.statistics.baselines import average_baseline, average_chance, task_baselines
 from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
 from depthprune.reporting.statistics.distinct import distinct_spearman_table
 from depthprune.reporting.statistics.informative import (
@@ -268,7 +268,9 @@ def find_baselines(job: RenderJob) -> None:
 
 def contrast_calibrations(job: RenderJob) -> None:
     """TLM- against perplexity-pruned models and the baseline, and ρ(search loss, accuracy)."""
-    job.contrast = calibration_contrast(job.base, job.reps, average_baseline(job.baselines))
+    tasks = evaluated_accuracy_tasks(job.base)  # all six, or an evaluation-only study's own (§11)
+    baseline, chance = average_baseline(job.baselines, tasks), average_chance(tasks)
+    job.contrast = calibration_contrast(job.base, job.reps, baseline, chance=chance)
     job.loss_accuracy = loss_accuracy_table(job.base, job.reps)
 
 

@@ -119,7 +119,9 @@ def document_replicates(
         full = np.full((len(keys), n_resamples), np.nan)
         full[index.to_numpy()] = values
         per_benchmark[benchmark] = full
-    acc = _average(per_benchmark, list(ZERO_SHOT_BENCHMARKS), len(keys), n_resamples)
+    # the tasks the study evaluated, as the summary's avg_accuracy (aggregate.evaluated_accuracy_tasks)
+    evaluated = [b for b in ZERO_SHOT_BENCHMARKS if b in per_benchmark]
+    acc = _average(per_benchmark, evaluated, len(keys), n_resamples)
     ppl = _average(per_benchmark, list(PERPLEXITY_BENCHMARKS), len(keys), n_resamples)
     return Replicates(
         keys=keys,
@@ -134,7 +136,7 @@ def document_replicates(
 
 def _average(per_benchmark: dict, benchmarks: list[str], n_runs: int, n_resamples: int) -> np.ndarray:
     """(B, runs) mean over ``benchmarks``; NaN where one is missing (as the summary's averages)."""
-    if not all(b in per_benchmark for b in benchmarks):
+    if not benchmarks or not all(b in per_benchmark for b in benchmarks):
         return np.full((n_resamples, n_runs), np.nan)
     stacked = np.stack([per_benchmark[b] for b in benchmarks])  # (k, runs, B)
     return np.round(stacked.mean(axis=0).T, TIE_DECIMALS)

@@ -1,0 +1,96 @@
+"""Searches against random sets (docs/method.md §11; reporting/analysis/random_control.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from depthprune.reporting.analysis import random_control
+from depthprune.reporting.statistics.bootstrap import document_replicates
+from depthprune.reporting.style import PAPER_ALGORITHMS
+
+TASKS = ("hellaswag", "arc_easy", "piqa")
+
+
+def _study(search_p: float, random_p, n_docs: int, seed: int, rng_seed: int = 0):
+    """Samples and summary of one seed: the seven searches under TLM at accuracy ``search_p`` and
+    random sets at ``random_p`` (one value per set), 0/1 correctness per document."""
+    rng = np.random.default_rng(rng_seed)
+    runs = [("tlm_cs170k", a, search_p) for a in PAPER_ALGORITHMS]
+    runs += [("none", f"random_set_{i:02d}", p) for i, p in enumerate(random_p)]
+    rows, summary = [], []
+    for j, (calibration, algorithm, p) in enumerate(runs):
+        removed = " ".join(str(b) for b in sorted(rng.choice(28, 7, replace=False) + 1)) + f" #{j}"
+        accuracies = []
+        for task in TASKS:
+            correct = (rng.random(n_docs) < p).astype(float)
+            accuracies.append(correct.mean())
+            rows += [
+                dict(model="m", calibration=calibration, budget=7, algorithm=algorithm, removed=removed,
+                     benchmark=task, unit=u, metric="acc_norm", value=v, headline=True, seed=seed)
+                for u, v in enumerate(correct)
+            ]
+        summary.append(dict(model="m", calibration=calibration, budget=7, algorithm=algorithm, removed=removed,
+                            seed=seed, avg_accuracy=float(np.mean(accuracies))))
+    return pd.DataFrame(rows), pd.DataFrame(summary)
+
+
+def _contrast(samples, summary):
+    reps = document_replicates(samples, n_resamples=2000)
+    return random_control.random_contrast(summary, reps)
+
+
+def test_searches_far_above_random_sets_are_above():
+    samples, summary = _study(0.7, [0.4] * 8, 300, seed=0)
+    table, cells = _contrast(samples, summary)
+    mean_row = table[table["comparison"] == random_control.SEARCH_MEAN].iloc[0]
+    assert mean_row["verdict"] == random_control.ABOVE
+    assert len(table) == 1 + len(PAPER_ALGORITHMS)
+    assert mean_row["diff"] == pytest.approx(mean_row["acc_searches"] - mean_row["acc_random_sets"])
+    samples, summary = _study(0.3, [0.6] * 8, 300, seed=0)
+    table, _ = _contrast(samples, summary)
+    assert table.iloc[0]["verdict"] == random_control.BELOW
+
+
+def test_random_sets_are_resampled_as_sampled():
+    """Random sets that differ among themselves widen the interval beyond the documents' share: the
+    same difference is 'above' when the sets are alike and 'level' when they scatter widely."""
+    spread = [0.2, 0.8, 0.2, 0.8, 0.25, 0.75, 0.3, 0.7]  # mean 0.5, a wide spread between sets
+    samples, summary = _study(0.56, spread, 2000, seed=0)
+    table, _ = _contrast(samples, summary)
+    wide = table.iloc[0]
+    samples, summary = _study(0.56, [0.5] * 8, 2000, seed=0)
+    table, _ = _contrast(samples, summary)
+    narrow = table.iloc[0]
+    assert wide["se"] > 2 * narrow["se"]
+    assert narrow["verdict"] == random_control.ABOVE
+    assert wide["verdict"] == random_control.LEVEL
+
+
+def test_noise_rates_of_the_rule_applied_are_near_nominal():
+    """Under the exchange null each one-sided verdict is reached about 2.5 % of the time, one seed or
+    two (the two-stage rule); the rates are those of the rule actually applied (both sum to 1)."""
+    cells = {}
+    for seed in (0, 1):
+        samples, summary = _study(0.5, [0.5] * 8, 150, seed=seed, rng_seed=seed)
+        (runs, random_runs), = random_control.cell_runs(summary).values()
+        cells[seed] = random_control.null_cell(samples, runs, random_runs)
+    one = random_control.noise_rates({0: cells[0]}, len(PAPER_ALGORITHMS), n_null=200)
+    two = random_control.noise_rates(cells, len(PAPER_ALGORITHMS), n_null=200)
+    for rates in (one, two):
+        assert sum(rates.values()) == pytest.approx(1.0)
+        assert rates.get(random_control.ABOVE, 0) + rates.get(random_control.BELOW, 0) < 0.15
+        assert rates.get(random_control.LEVEL, 0) > 0.85
+
+
+def test_across_seeds_reads_every_seed():
+    per_seed = {}
+    for seed in (0, 1, 2):
+        samples, summary = _study(0.65, [0.45] * 8, 300, seed=seed, rng_seed=seed)
+        per_seed[seed] = _contrast(samples, summary)[1]
+    table = random_control.across_seeds(per_seed)
+    row = table.iloc[0]
+    assert row["n_seeds"] == 3 and row["calibration"] == "tlm_cs170k"
+    assert row["verdict"] == random_control.ABOVE
+    assert row["ci_low"] < row["diff"] < row["ci_high"]
