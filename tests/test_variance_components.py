@@ -10,6 +10,7 @@ from depthprune.reporting.statistics.variance_components import comparability, e
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.across_seeds import CLAIMS_COLUMNS
 from depthprune.reporting.verdicts.across_seeds_variance import (
+    claim_verdicts,
     draw_agreement,
     draw_stability_rows,
     split_plots,
@@ -134,3 +135,14 @@ def test_draw_stability_identical_sets_hold_random_sets_do_not():
     assert agreement["random"].iloc[0] == pytest.approx(agreement["draw_agreement"].mean(), abs=0.08)
     rows = draw_stability_rows(agreement)
     assert all(set(r) <= set(CLAIMS_COLUMNS) for r in rows) and {r["claim"] for r in rows} == {"5.1"}
+
+
+def test_claim_verdicts_take_only_the_tested_rows():
+    summaries, _ = seed_summaries(6, 2.0, 2.0)
+    rows = variance_component_rows(summaries, 2.0, studies=0)
+    rng = np.random.default_rng(7)
+    fixed = {(a, c): set(rng.choice(20, 3, replace=False)) for a in ALGORITHMS for c in PAPER_CALIBRATIONS}
+    rows += draw_stability_rows(draw_agreement(selections(dict.fromkeys(range(3), fixed))))
+    verdicts = claim_verdicts(rows)
+    assert verdicts["5.1"] == ["holds", "holds"]
+    assert len(verdicts["5.2"]) == 1  # the accuracy ratio of the one cell; perplexity is descriptive

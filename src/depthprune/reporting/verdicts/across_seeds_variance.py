@@ -183,3 +183,14 @@ def draw_stability_rows(agreement: pd.DataFrame) -> list[dict]:
             }
         )
     return rows
+
+
+def claim_verdicts(rows: list[dict]) -> dict[str, list[str]]:
+    """The verdict-bearing rows' verdicts per claim, for the across-seeds claim rows (docs/method.md
+    §10): §5.1 gains each calibration's draw stability beside within − across; §5.2's accuracy part is
+    the SD-ratio test per cell (the pooled max-shift ratio stays as description)."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        if r["verdict"] != DESCRIPTIVE:
+            out.setdefault(r["claim"], []).append(r["verdict"])
+    return out
