@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 
 import numpy as np
@@ -21,13 +20,18 @@ import pandas as pd
 
 from depthprune.io import parse_layers
 from depthprune.reporting.aggregate import DENSE_ALGORITHM
-from depthprune.reporting.analysis.agreement import jaccard
 from depthprune.reporting.analysis.frames import CELL, depth_of
 from depthprune.reporting.analysis.spread import paper_grid
-from depthprune.reporting.statistics.nulls import NULL_DRAWS, expected_random_jaccard, random_mean_jaccard
+from depthprune.reporting.statistics.nulls import (
+    NULL_DRAWS,
+    expected_random_jaccard,
+    p_value_at_least,
+    random_mean_jaccard,
+)
 from depthprune.reporting.statistics.variance_components import comparability
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.rules import DESCRIPTIVE, HOLDS, UNSURE, uninformative_under_noise
+from depthprune.reporting.verdicts.seeds import set_stability
 
 ALPHA = 0.05  # draw stability's one-sided test against random sets
 RESPONSES = {"avg_accuracy_points": "accuracy (points)", "log10_avg_perplexity": "log10 avg perplexity (orders)"}
@@ -115,44 +119,45 @@ def _component_rows(result, scope: str, shape: tuple, n_algorithms: int, band: f
 
 def draw_agreement(selections: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """Per (model, M, calibration) of the paper's: the mean over the algorithms of one algorithm's mean
-    pairwise Jaccard across seeds, the random-set expectation (exact), the one-sided p against random
-    sets (each algorithm's S sets independent uniform M-subsets of the N blocks the searches could
-    remove; simulated), and the share of random designs whose own p is below ALPHA."""
+    pairwise Jaccard across seeds (``seeds.set_stability``), the random-set expectation (exact), the
+    one-sided p against random sets (each algorithm's S sets independent uniform M-subsets of the N
+    blocks the searches could remove; simulated), and the share of random designs whose own p is
+    below ALPHA."""
     frame = pd.concat([f.assign(seed=s) for s, f in selections.items()], ignore_index=True)
     frame = frame[frame["calibration"].isin(PAPER_CALIBRATIONS) & (frame["algorithm"] != DENSE_ALGORITHM)]
     frame = frame.assign(layers=frame["removed"].map(parse_layers))
+    stability = set_stability(frame)
+    stability = stability[stability["n_seeds"] >= 2]
     rows = []
-    for (model, budget, calibration), group in frame.groupby(["model", "budget", "calibration"], sort=True):
-        per_algorithm = []
-        for _, runs in group.groupby("algorithm"):
-            sets = list(runs.sort_values("seed")["layers"])
-            if len(sets) >= 2:
-                per_algorithm.append(np.mean([jaccard(x, y) for x, y in itertools.combinations(sets, 2)]))
-        if not per_algorithm:
-            continue
+    for (model, budget, calibration), per_algorithm in stability.groupby(["model", "budget", "calibration"]):
+        group = frame[(frame["model"] == model) & (frame["budget"] == budget) & (frame["calibration"] == calibration)]
         n_blocks, m = depth_of(group), len(group["layers"].iloc[0])
-        n_seeds = int(group["seed"].nunique())
-        observed = float(np.mean(per_algorithm))
-        null = random_draw_agreement(n_blocks, m, n_seeds, len(per_algorithm))
-        p_value = float((1 + np.sum(null >= observed - 1e-12)) / (1 + null.size))
-        ordered = np.sort(null)
-        null_p = (1 + null.size - np.searchsorted(ordered, null - 1e-12, side="left")) / (1 + null.size)
+        n_seeds, n_algorithms = int(per_algorithm["n_seeds"].max()), len(per_algorithm)
+        observed = float(per_algorithm["mean_jaccard_across_seeds"].mean())
+        null = random_draw_agreement(n_blocks, m, n_seeds, n_algorithms)
         rows.append(
             {
                 "model": model,
                 "budget": int(budget),
                 "calibration": calibration,
                 "n_seeds": n_seeds,
-                "n_algorithms": len(per_algorithm),
+                "n_algorithms": n_algorithms,
                 "n_blocks": n_blocks,
                 "draw_agreement": observed,
                 "random": expected_random_jaccard(n_blocks, m),
-                "p_value": p_value,
-                "null_pass_probability": float(np.mean(null_p < ALPHA)),
-                "verdict": HOLDS if p_value < ALPHA else UNSURE,
+                "p_value": p_value_at_least(observed, null),
+                "null_pass_probability": float(np.mean(own_p_values(null) < ALPHA)),
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out.assign(verdict=np.where(out["p_value"] < ALPHA, HOLDS, UNSURE)) if rows else out
+
+
+def own_p_values(null: np.ndarray) -> np.ndarray:
+    """Each null draw's p against the whole null, as ``nulls.p_value_at_least`` computes an observed
+    value's (ties counted): the rule's pass rate on random sets."""
+    ordered = np.sort(null)
+    return (1 + null.size - np.searchsorted(ordered, null - 1e-12, side="left")) / (1 + null.size)
 
 
 def random_draw_agreement(n_blocks: int, m: int, n_seeds: int, n_algorithms: int) -> np.ndarray:
