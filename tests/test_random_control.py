@@ -26,24 +26,45 @@ def _study(search_p: float, random_p, n_docs: int, seed: int, rng_seed: int = 0)
         for task in TASKS:
             correct = (rng.random(n_docs) < p).astype(float)
             accuracies.append(correct.mean())
-            rows += [
-                dict(model="m", calibration=calibration, budget=7, algorithm=algorithm, removed=removed,
-                     benchmark=task, unit=u, metric="acc_norm", value=v, headline=True, seed=seed)
-                for u, v in enumerate(correct)
-            ]
-        summary.append(dict(model="m", calibration=calibration, budget=7, algorithm=algorithm, removed=removed,
-                            seed=seed, avg_accuracy=float(np.mean(accuracies))))
-    return pd.DataFrame(rows), pd.DataFrame(summary)
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "model": "m",
+                        "calibration": calibration,
+                        "budget": 7,
+                        "algorithm": algorithm,
+                        "removed": removed,
+                        "benchmark": task,
+                        "unit": np.arange(n_docs),
+                        "metric": "acc_norm",
+                        "value": correct,
+                        "headline": True,
+                        "seed": seed,
+                    }
+                )
+            )
+        summary.append(
+            {
+                "model": "m",
+                "calibration": calibration,
+                "budget": 7,
+                "algorithm": algorithm,
+                "removed": removed,
+                "seed": seed,
+                "avg_accuracy": float(np.mean(accuracies)),
+            }
+        )
+    return pd.concat(rows, ignore_index=True), pd.DataFrame(summary)
 
 
 def _contrast(samples, summary):
-    reps = document_replicates(samples, n_resamples=2000)
+    reps = document_replicates(samples, n_resamples=1000)
     return random_control.random_contrast(summary, reps)
 
 
 def test_searches_far_above_random_sets_are_above():
     samples, summary = _study(0.7, [0.4] * 8, 300, seed=0)
-    table, cells = _contrast(samples, summary)
+    table, _cells = _contrast(samples, summary)
     mean_row = table[table["comparison"] == random_control.SEARCH_MEAN].iloc[0]
     assert mean_row["verdict"] == random_control.ABOVE
     assert len(table) == 1 + len(PAPER_ALGORITHMS)
@@ -57,10 +78,10 @@ def test_random_sets_are_resampled_as_sampled():
     """Random sets that differ among themselves widen the interval beyond the documents' share: the
     same difference is 'above' when the sets are alike and 'level' when they scatter widely."""
     spread = [0.2, 0.8, 0.2, 0.8, 0.25, 0.75, 0.3, 0.7]  # mean 0.5, a wide spread between sets
-    samples, summary = _study(0.56, spread, 2000, seed=0)
+    samples, summary = _study(0.56, spread, 600, seed=0)
     table, _ = _contrast(samples, summary)
     wide = table.iloc[0]
-    samples, summary = _study(0.56, [0.5] * 8, 2000, seed=0)
+    samples, summary = _study(0.56, [0.5] * 8, 600, seed=0)
     table, _ = _contrast(samples, summary)
     narrow = table.iloc[0]
     assert wide["se"] > 2 * narrow["se"]
@@ -73,11 +94,11 @@ def test_noise_rates_of_the_rule_applied_are_near_nominal():
     two (the two-stage rule); the rates are those of the rule actually applied (both sum to 1)."""
     cells = {}
     for seed in (0, 1):
-        samples, summary = _study(0.5, [0.5] * 8, 150, seed=seed, rng_seed=seed)
-        (runs, random_runs), = random_control.cell_runs(summary).values()
+        samples, summary = _study(0.5, [0.5] * 8, 80, seed=seed, rng_seed=seed)
+        ((runs, random_runs),) = random_control.cell_runs(summary).values()
         cells[seed] = random_control.null_cell(samples, runs, random_runs)
-    one = random_control.noise_rates({0: cells[0]}, len(PAPER_ALGORITHMS), n_null=200)
-    two = random_control.noise_rates(cells, len(PAPER_ALGORITHMS), n_null=200)
+    one = random_control.noise_rates({0: cells[0]}, len(PAPER_ALGORITHMS), n_null=100)
+    two = random_control.noise_rates(cells, len(PAPER_ALGORITHMS), n_null=100)
     for rates in (one, two):
         assert sum(rates.values()) == pytest.approx(1.0)
         assert rates.get(random_control.ABOVE, 0) + rates.get(random_control.BELOW, 0) < 0.15
@@ -94,3 +115,19 @@ def test_across_seeds_reads_every_seed():
     assert row["n_seeds"] == 3 and row["calibration"] == "tlm_cs170k"
     assert row["verdict"] == random_control.ABOVE
     assert row["ci_low"] < row["diff"] < row["ci_high"]
+
+
+def test_average_accuracy_is_over_the_tasks_the_study_evaluated():
+    """An evaluation-only study of three tasks (§11) has an average accuracy, in the summary's rule
+    and in the bootstrap's replicates alike; a run missing one of the study's tasks has none."""
+    from depthprune.reporting.aggregate import evaluated_accuracy_tasks
+
+    samples, summary = _study(0.6, [0.4] * 2, 50, seed=0)
+    wide = summary.assign(**{f"acc_{t}": 0.5 for t in TASKS}, acc_boolq=np.nan)
+    assert evaluated_accuracy_tasks(wide) == ("hellaswag", "arc_easy", "piqa")
+    reps = document_replicates(samples, n_resamples=50)
+    assert np.isfinite(reps.avg_accuracy).all()
+    missing = samples[~((samples["algorithm"] == "random_set_00") & (samples["benchmark"] == "piqa"))]
+    reps = document_replicates(missing, n_resamples=50)
+    column = reps.column({"model": "m", "calibration": "none", "budget": 7, "algorithm": "random_set_00"})
+    assert np.isnan(reps.avg_accuracy[:, column]).all()

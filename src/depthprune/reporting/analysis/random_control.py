@@ -179,6 +179,4 @@ def noise_rates(cells_by_seed: Mapping[int, object], n_searches: int, n_null: in
         result = two_stage({s: v[0] for s, v in per_seed.items()}, {s: v[1] for s, v in per_seed.items()})
         return side(result.ci_low, result.ci_high)
 
-    return noise_null.across_seeds_verdict_rates(
-        {s: [cells_by_seed[s]] for s in seeds}, decide, "accuracy", **kwargs
-    )
+    return noise_null.across_seeds_verdict_rates({s: [cells_by_seed[s]] for s in seeds}, decide, "accuracy", **kwargs)
