@@ -27,7 +27,8 @@ two-stage verdicts from ``tables/seeds_two_stage.csv``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from math import comb
 
 import numpy as np
@@ -378,62 +379,84 @@ def sets_across_seeds(selections: Mapping[int, pd.DataFrame], draws: int = SETS_
 # --------------------------------------------------------------------------- the decision table
 
 
-def decision_table(
-    two_stage: pd.DataFrame,
-    rho: pd.DataFrame,
-    sets: pd.DataFrame,
-    per_seed_verdicts: pd.DataFrame | None,
-    strong_rho: float,
-    n_resamples: int = 10_000,
-    noise: Mapping | None = None,
-) -> pd.DataFrame:
-    """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
-    verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
-    seed's verdict (``per_seed``, in seed order); one ``claim`` row per paper claim with its per-seed
-    verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
-    of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
-    gives the perplexity claim's noise rates."""
-    noise = noise or {}
-    rows: list[dict] = []
-    pooled = two_stage[two_stage["seed"] == TWO_STAGE]
-    singles = two_stage[two_stage["seed"] != TWO_STAGE]
+@dataclass(frozen=True)
+class ClaimsInputs:
+    """What the decision table's row builders read: the two-stage table (``two_stage_table``), ρ per
+    (seed, M) cell (``rho_cells``), §5.1 across seeds (``sets_across_seeds``), the per-seed claim
+    verdicts (``seeds.verdicts_by_seed``), the weak-alignment threshold, the pooled interval's
+    resamples and the noise rates (``across_seeds_noise``)."""
 
-    def statistic_row(claim: str, r, label: str) -> dict:
-        mine = singles[
-            (singles["model"] == r.model)
-            & (singles["budget"] == r.budget)
-            & (singles["statistic"] == r.statistic)
-            & (singles["condition"] == r.condition)
-        ]
-        verdicts = list(mine.sort_values("seed", key=lambda seed: seed.astype(int))["verdict"])
-        return {
-            "claim": claim,
-            "statistic": label,
-            "n_seeds": int(r.n_seeds),
-            "estimate": r.estimate,
-            "ci_low": r.ci_low,
-            "ci_high": r.ci_high,
-            "seed_variance": r.seed_variance,
-            "document_variance": r.document_variance,
-            "seeds_holding": f"{verdicts.count(HOLDS)} of {len(verdicts)}",
-            "per_seed": ", ".join(verdicts),
-            "null_pass_probability": getattr(r, "null_pass_probability", np.nan),
-            "null_fail_probability": getattr(r, "null_fail_probability", np.nan),
-            "verdict": r.verdict,
-            "rule": "two-stage interval (t over seeds, documents shared)",
-        }
+    two_stage: pd.DataFrame
+    rho: pd.DataFrame
+    sets: pd.DataFrame
+    per_seed_verdicts: pd.DataFrame | None = None
+    strong_rho: float = 0.5
+    n_resamples: int = 10_000
+    noise: Mapping = field(default_factory=dict)
 
+    @property
+    def pooled(self) -> pd.DataFrame:
+        return self.two_stage[self.two_stage["seed"] == TWO_STAGE]
+
+    @property
+    def singles(self) -> pd.DataFrame:
+        return self.two_stage[self.two_stage["seed"] != TWO_STAGE]
+
+
+# A row whose verdict enters its claim's verdict carries ENTERS_CLAIM: True (a key that is not a
+# column of seeds_claims.csv, so the table drops it).
+ENTERS_CLAIM = "enters_claim"
+
+
+def statistic_row(inputs: ClaimsInputs, claim: str, r, label: str) -> dict:
+    """One two-stage statistic's row: its cross-seed estimate, interval, components and verdict, and
+    each seed's verdict of the same statistic."""
+    singles = inputs.singles
+    mine = singles[
+        (singles["model"] == r.model)
+        & (singles["budget"] == r.budget)
+        & (singles["statistic"] == r.statistic)
+        & (singles["condition"] == r.condition)
+    ]
+    verdicts = list(mine.sort_values("seed", key=lambda seed: seed.astype(int))["verdict"])
+    return {
+        "claim": claim,
+        "statistic": label,
+        "n_seeds": int(r.n_seeds),
+        "estimate": r.estimate,
+        "ci_low": r.ci_low,
+        "ci_high": r.ci_high,
+        "seed_variance": r.seed_variance,
+        "document_variance": r.document_variance,
+        "seeds_holding": f"{verdicts.count(HOLDS)} of {len(verdicts)}",
+        "per_seed": ", ".join(verdicts),
+        "null_pass_probability": getattr(r, "null_pass_probability", np.nan),
+        "null_fail_probability": getattr(r, "null_fail_probability", np.nan),
+        "verdict": r.verdict,
+        "rule": "two-stage interval (t over seeds, documents shared)",
+    }
+
+
+def gap_rows(inputs: ClaimsInputs) -> list[dict]:
+    """The TLM − perplexity gap per (model, M): its two-stage interval excludes zero."""
+    pooled = inputs.pooled
+    rows = []
     for r in pooled[pooled["statistic"] == GAP].itertuples(index=False):
-        row = statistic_row("gap", r, f"{r.model} M={r.budget}: {GAP}")
+        row = statistic_row(inputs, "gap", r, f"{r.model} M={r.budget}: {GAP}")
         row["rule"] = "two-stage interval excludes 0 (direction: " + (r.direction or "none") + ")"
         rows.append(row)
-    claim_verdicts: dict[str, list[str]] = {"5.1": [], "5.2": [], "5.3": []}
-    # §5.2 perplexity: each condition on its two-stage interval, each half in most conditions.
-    halves = {}
+    return rows
+
+
+def perplexity_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.2 perplexity: each condition on its two-stage interval, each half in most conditions, and
+    the claim (both halves) with the across-seeds rule's noise rates."""
+    pooled = inputs.pooled
+    rows, halves = [], {}
     for statistic in (CALIBRATION_SHIFT, ALGORITHM_SPREAD):
         chosen = pooled[pooled["statistic"] == statistic]
         for r in chosen.itertuples(index=False):
-            rows.append(statistic_row("5.2", r, f"{r.model} M={r.budget} {r.condition}: {statistic}"))
+            rows.append(statistic_row(inputs, "5.2", r, f"{r.model} M={r.budget} {r.condition}: {statistic}"))
         if len(chosen):
             halves[statistic] = most(list(chosen["verdict"]))
             verdicts = list(chosen["verdict"])
@@ -452,9 +475,7 @@ def decision_table(
     if len(halves) == 2:
         conditions = {statistic: list(pooled.loc[pooled["statistic"] == statistic, "verdict"]) for statistic in halves}
         claim = perplexity_claim(conditions[CALIBRATION_SHIFT], conditions[ALGORITHM_SPREAD])[2]
-        null_pass, null_fail = noise.get(PERPLEXITY_CLAIM, (np.nan, np.nan))
-        claim = uninformative_under_noise(claim, null_pass, null_fail)
-        claim_verdicts["5.2"].append(claim)
+        null_pass, null_fail = inputs.noise.get(PERPLEXITY_CLAIM, (np.nan, np.nan))
         rows.append(
             {
                 "claim": "5.2",
@@ -462,20 +483,85 @@ def decision_table(
                 "n_seeds": int(pooled["n_seeds"].max()),
                 "null_pass_probability": null_pass,
                 "null_fail_probability": null_fail,
-                "verdict": claim,
+                "verdict": uninformative_under_noise(claim, null_pass, null_fail),
                 "rule": "both halves hold; uninformative when null studies of the across-seeds rule reach the "
                 f"verdict > {UNINFORMATIVE_LEVEL:.0%}",
+                ENTERS_CLAIM: True,
             }
         )
+    return rows
+
+
+def accuracy_ratio_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.2 accuracy: the pooled shift ratio's two-stage interval in the comparable band."""
+    pooled = inputs.pooled
+    rows = []
     for r in pooled[pooled["statistic"] == ACCURACY_RATIO].itertuples(index=False):
-        row = statistic_row("5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
+        row = statistic_row(inputs, "5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
         row["rule"] = (
             f"two-stage interval in the band; uninformative when null studies of the across-seeds rule "
             f"reach the verdict > {UNINFORMATIVE_LEVEL:.0%}"
         )
+        row[ENTERS_CLAIM] = True
         rows.append(row)
-        claim_verdicts["5.2"].append(row["verdict"])
-    # §5.3: signs over the (M, seed) cells, and the median under perplexity pruning.
+    return rows
+
+
+def sign_count_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
+    """§5.3's sign count over the (M, seed) cells, judged against fair-coin signs."""
+    verdict, claimed, other, n = sign_count_verdict(cells["rho"].to_numpy(dtype=float), sign)
+    # Fair-coin signs reach either side's count equally often.
+    noise_rate = sign_count_noise_probability(n)
+    return {
+        "claim": "5.3",
+        "statistic": f"{label} (distinct sets)",
+        "n_seeds": int(cells["seed"].nunique()),
+        "estimate": claimed,
+        "seeds_holding": "",
+        "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
+        "null_pass_probability": noise_rate,
+        "null_fail_probability": noise_rate,
+        "verdict": uninformative_under_noise(verdict, noise_rate, noise_rate),
+        "rule": f"at least {cells_needed(n)} of {n} (M, seed) cells ({other} of the other sign; "
+        f"noise passes {sign_count_noise_probability(n):.1%})",
+        ENTERS_CLAIM: True,
+    }
+
+
+def pooled_median(cells: pd.DataFrame, n_resamples: int) -> tuple[float, float, float]:
+    """(median ρ over every (M, seed) cell, its pooled two-stage interval); no interval without every
+    cell's replicates."""
+    by_seed = {}
+    for seed, group in cells.groupby("seed"):
+        reps = [r for r in group["replicates"] if r is not None]
+        if len(reps) == len(group):
+            by_seed[int(seed)] = (group["rho"].to_numpy(dtype=float), np.stack(reps, axis=1))
+    if not by_seed:
+        return float(np.median(cells["rho"])), np.nan, np.nan
+    return two_stage_pooled(by_seed, np.median, n_resamples)
+
+
+def median_row(cells: pd.DataFrame, inputs: ClaimsInputs) -> dict:
+    """Perplexity pruning's weak alignment: the pooled median's interval inside (−strong, 0)."""
+    estimate, lo, hi = pooled_median(cells, inputs.n_resamples)
+    return {
+        "claim": "5.3",
+        "statistic": f"perplexity pruning: median ρ over cells (claim: −{inputs.strong_rho:g} < median < 0)",
+        "n_seeds": int(cells["seed"].nunique()),
+        "estimate": estimate,
+        "ci_low": lo,
+        "ci_high": hi,
+        "per_seed": ", ".join(f"{float(np.median(g['rho'])):+.2f}" for _, g in cells.groupby("seed", sort=True)),
+        "verdict": _weak_alignment(lo, hi, estimate, inputs.strong_rho),
+        "rule": "pooled two-stage interval inside (−strong, 0)",
+        ENTERS_CLAIM: True,
+    }
+
+
+def alignment_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.3: signs over the (M, seed) cells, and the median under perplexity pruning."""
+    rows = []
+    rho = inputs.rho
     for kind, sign, label in (
         ("tlm", 1, "TLM pruning: cells with ρ > 0"),
         ("ppl", -1, "perplexity pruning: cells with ρ < 0"),
@@ -483,77 +569,45 @@ def decision_table(
         cells = rho[rho["kind"] == kind]
         if cells.empty:
             continue
-        verdict, claimed, other, n = sign_count_verdict(cells["rho"].to_numpy(dtype=float), sign)
-        # Fair-coin signs reach either side's count equally often.
-        noise_rate = sign_count_noise_probability(n)
-        verdict = uninformative_under_noise(verdict, noise_rate, noise_rate)
-        claim_verdicts["5.3"].append(verdict)
-        rows.append(
-            {
-                "claim": "5.3",
-                "statistic": f"{label} (distinct sets)",
-                "n_seeds": int(cells["seed"].nunique()),
-                "estimate": claimed,
-                "seeds_holding": "",
-                "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
-                "null_pass_probability": noise_rate,
-                "null_fail_probability": noise_rate,
-                "verdict": verdict,
-                "rule": f"at least {cells_needed(n)} of {n} (M, seed) cells ({other} of the other sign; "
-                f"noise passes {sign_count_noise_probability(n):.1%})",
-            }
-        )
+        rows.append(sign_count_row(cells, sign, label))
         if kind == "ppl":
-            by_seed = {}
-            for seed, group in cells.groupby("seed"):
-                reps = [r for r in group["replicates"] if r is not None]
-                if len(reps) == len(group):
-                    by_seed[int(seed)] = (group["rho"].to_numpy(dtype=float), np.stack(reps, axis=1))
-            estimate, lo, hi = (
-                two_stage_pooled(by_seed, np.median, n_resamples)
-                if by_seed
-                else (float(np.median(cells["rho"])), np.nan, np.nan)
-            )
-            weak = _weak_alignment(lo, hi, estimate, strong_rho)
-            claim_verdicts["5.3"].append(weak)
-            rows.append(
-                {
-                    "claim": "5.3",
-                    "statistic": f"perplexity pruning: median ρ over cells (claim: −{strong_rho:g} < median < 0)",
-                    "n_seeds": int(cells["seed"].nunique()),
-                    "estimate": estimate,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "per_seed": ", ".join(
-                        f"{float(np.median(g['rho'])):+.2f}" for _, g in cells.groupby("seed", sort=True)
-                    ),
-                    "verdict": weak,
-                    "rule": "pooled two-stage interval inside (−strong, 0)",
-                }
-            )
-    for r in sets.itertuples(index=False):
-        claim_verdicts["5.1"].append(r.verdict)
-        rows.append(
-            {
-                "claim": "5.1",
-                "statistic": f"{r.model} M={r.budget}: mean Jaccard within − across, averaged over seeds",
-                "n_seeds": int(r.n_seeds),
-                "estimate": r.estimate,
-                "per_seed": ", ".join(f"{x:+.2f}" for x in r.per_seed),
-                "null_pass_probability": r.null_pass_probability,
-                "null_fail_probability": r.null_fail_probability,
-                "verdict": r.verdict,
-                "rule": f"> 0 with label-swap p < {ALPHA:g} (p = {r.p_value:.4f}, flips in every seed)",
-            }
-        )
-    for claim, verdicts in claim_verdicts.items():
+            rows.append(median_row(cells, inputs))
+    return rows
+
+
+def sets_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.1: within − across Jaccard averaged over the seeds, against its label-swap null."""
+    return [
+        {
+            "claim": "5.1",
+            "statistic": f"{r.model} M={r.budget}: mean Jaccard within − across, averaged over seeds",
+            "n_seeds": int(r.n_seeds),
+            "estimate": r.estimate,
+            "per_seed": ", ".join(f"{x:+.2f}" for x in r.per_seed),
+            "null_pass_probability": r.null_pass_probability,
+            "null_fail_probability": r.null_fail_probability,
+            "verdict": r.verdict,
+            "rule": f"> 0 with label-swap p < {ALPHA:g} (p = {r.p_value:.4f}, flips in every seed)",
+            ENTERS_CLAIM: True,
+        }
+        for r in inputs.sets.itertuples(index=False)
+    ]
+
+
+def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
+    """One row per claim: the cross-seed verdict (``combine`` over the rows that enter it) beside
+    each seed's own verdict of the claim."""
+    out = []
+    for claim in ("5.1", "5.2", "5.3"):
+        verdicts = [row["verdict"] for row in rows if row["claim"] == claim and row.get(ENTERS_CLAIM)]
+        per_seed = inputs.per_seed_verdicts
         seed_rows = (
-            per_seed_verdicts[(per_seed_verdicts["claim"] == claim) & (per_seed_verdicts["seed"] != "every seed")]
-            if per_seed_verdicts is not None
+            per_seed[(per_seed["claim"] == claim) & (per_seed["seed"] != "every seed")]
+            if per_seed is not None
             else pd.DataFrame(columns=["verdict"])
         )
         single = list(seed_rows["verdict"])
-        rows.append(
+        out.append(
             {
                 "claim": claim,
                 "statistic": "claim",
@@ -564,7 +618,35 @@ def decision_table(
                 "rule": "docs/method.md §10",
             }
         )
-    return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+    return out
+
+
+# The row builders, in the table's order. Each is a function of ClaimsInputs alone; rows built
+# elsewhere (``decision_table(extra_rows=...)``: e.g. §5.2 variance components, §5.1 draw
+# stability) follow them, before the claim rows.
+ROW_BUILDERS = (gap_rows, perplexity_rows, accuracy_ratio_rows, alignment_rows, sets_rows)
+
+
+def decision_table(
+    two_stage: pd.DataFrame,
+    rho: pd.DataFrame,
+    sets: pd.DataFrame,
+    per_seed_verdicts: pd.DataFrame | None,
+    strong_rho: float,
+    n_resamples: int = 10_000,
+    noise: Mapping | None = None,
+    extra_rows: Sequence[dict] = (),
+) -> pd.DataFrame:
+    """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
+    verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
+    seed's verdict (``per_seed``, in seed order); one ``claim`` row per paper claim with its per-seed
+    verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
+    of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
+    gives the perplexity claim's noise rates. ``extra_rows`` (seeds_claims.csv's columns; a row with
+    ``ENTERS_CLAIM`` true enters its claim's verdict) are appended after ROW_BUILDERS' rows."""
+    inputs = ClaimsInputs(two_stage, rho, sets, per_seed_verdicts, strong_rho, n_resamples, noise or {})
+    rows = [row for build in ROW_BUILDERS for row in build(inputs)] + list(extra_rows)
+    return pd.DataFrame(rows + claim_rows(inputs, rows), columns=CLAIMS_COLUMNS)
 
 
 def _weak_alignment(lo: float, hi: float, value: float, strong_rho: float) -> str:
