@@ -37,7 +37,7 @@ import pandas as pd
 from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.reporting.analysis.agreement import jaccard
-from depthprune.reporting.statistics.distinct import distinct_spearman_table
+from depthprune.reporting.statistics.distinct import distinct_sets, distinct_spearman_table
 from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL, across_seeds_verdict_rates
 from depthprune.reporting.statistics.two_stage import (
     ACCURACY_RATIO,
@@ -52,7 +52,7 @@ from depthprune.reporting.statistics.two_stage import (
     two_stage_pooled,
 )
 from depthprune.reporting.style import PAPER_CALIBRATIONS
-from depthprune.reporting.verdicts.alignment import rho_replicates
+from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO, either, rho_replicates
 from depthprune.reporting.verdicts.paper_shifts import (
     ORDER,
     accuracy_decision,
@@ -63,7 +63,17 @@ from depthprune.reporting.verdicts.paper_shifts import (
     regrid,
     threshold_side,
 )
+from depthprune.reporting.verdicts.rho_combination import ALPHA as MAGNITUDE_ALPHA
+from depthprune.reporting.verdicts.rho_combination import (
+    defined_cells,
+    either_noise_rates,
+    magnitude_test,
+    null_means,
+    representatives_of,
+    weak_verdict,
+)
 from depthprune.reporting.verdicts.rules import (
+    DESCRIPTIVE,
     FAILS,
     HOLDS,
     NOT_TESTABLE,
@@ -105,6 +115,7 @@ CLAIMS_COLUMNS = [
     "rule",
 ]
 PERPLEXITY_CLAIM = "perplexity: calibration dominates (both halves hold)"
+EITHER_CLAIM = "perplexity pruning: negative or weak"  # §5.3's "or" (docs/method.md §7, §10)
 
 
 def per_seed_statistics(summary: pd.DataFrame, reps) -> dict[tuple, tuple[float, np.ndarray]]:
@@ -178,11 +189,15 @@ def across_seeds_noise(
     reps: Mapping[int, object],
     samples: Mapping[int, pd.DataFrame | None],
     band: float,
+    strong_rho: float = DEFAULT_STRONG_RHO,
+    tasks: dict | None = None,
 ) -> dict:
     """The noise rates of the verdicts that carry one: ``{ACCURACY_RATIO: {seed label: (pass, fail)},
-    PERPLEXITY_CLAIM: (pass, fail)}``. A seed's label ("0", ...) gets its own single-seed rule's rates
-    (its null studies, as its observations row); TWO_STAGE and the perplexity claim get those of the
-    across-seeds rule (``noise_null.across_seeds_verdict_rates``). Empty without per-document results."""
+    PERPLEXITY_CLAIM: (pass, fail), EITHER_CLAIM: (strong_rho, pass, fail)}``. A seed's label ("0",
+    ...) gets its own single-seed rule's rates (its null studies, as its observations row); TWO_STAGE,
+    the perplexity claim and §5.3's "negative or weak" get those of the across-seeds rule
+    (``noise_null.across_seeds_verdict_rates``). ``tasks`` (model -> tasks) restricts accuracy to
+    those tasks (the informative-task twin). Empty without per-document results."""
     seeds = sorted(summaries)
     if any(samples.get(s) is None or reps.get(s) is None for s in seeds):
         return {}
@@ -192,11 +207,16 @@ def across_seeds_noise(
     if all(accuracy.values()):
         rates = {
             str(s): noise_pass_fail(
-                samples[s], accuracy[s], "accuracy", lambda g: accuracy_decision(g, band), rule=accuracy_rule_name(band)
+                samples[s],
+                accuracy[s],
+                "accuracy",
+                lambda g: accuracy_decision(g, band),
+                tasks=tasks,
+                rule=accuracy_rule_name(band),
             )
             for s in seeds
         }
-        cells = {s: noise_cells(samples[s], accuracy[s], "accuracy") for s in seeds}
+        cells = {s: noise_cells(samples[s], accuracy[s], "accuracy", tasks) for s in seeds}
         if len(seeds) > 1 and all(c is not None for c in cells.values()):
             transform = noise_transform("accuracy")
 
@@ -229,6 +249,11 @@ def across_seeds_noise(
 
         found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
         out[PERPLEXITY_CLAIM] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
+    ppl_cells = rho_cells(summaries, reps)
+    ppl_cells = ppl_cells[ppl_cells["kind"] == "ppl"]
+    if len(seeds) > 1 and not defined_cells(ppl_cells).empty:
+        # Stored with the threshold it was simulated for: a table with another strong_rho leaves it out.
+        out[EITHER_CLAIM] = (strong_rho, *either_noise_rates(ppl_cells, summaries, samples, strong_rho, tasks))
     return out
 
 
@@ -239,9 +264,24 @@ def _verdict(verdict: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- §5.3: signs over cells
 
 
+RHO_CELL_COLUMNS = [
+    "seed",
+    "model",
+    "budget",
+    "calibration",
+    "kind",
+    "rho",
+    "replicates",
+    "perplexity",
+    "accuracy",
+    "representatives",
+]
+
+
 def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object]) -> pd.DataFrame:
-    """One row per (seed, model, M, calibration) of the paper's calibrations: ρ on distinct sets and
-    its document replicates (``replicates``: (B,) array or None)."""
+    """One row per (seed, model, M, calibration) of the paper's calibrations: ρ on distinct sets, its
+    document replicates (``replicates``: (B,) array or None) and the distinct sets' design (their
+    average perplexities and accuracies, and the algorithm representing each: ``rho_combination``)."""
     rows = []
     for seed in sorted(summaries):
         summary = summaries[seed]
@@ -251,6 +291,7 @@ def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object])
             group = pruned[
                 (pruned["model"] == r.model) & (pruned["budget"] == r.budget) & (pruned["calibration"] == r.calibration)
             ]
+            sets = distinct_sets(group)
             rows.append(
                 {
                     "seed": seed,
@@ -260,9 +301,12 @@ def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object])
                     "kind": r.calibration_kind,
                     "rho": r.rho,
                     "replicates": rho_replicates(group, reps.get(seed) if reps else None),
+                    "perplexity": sets["avg_perplexity"].to_numpy(dtype=float),
+                    "accuracy": sets["avg_accuracy"].to_numpy(dtype=float),
+                    "representatives": representatives_of(sets["algorithms"]),
                 }
             )
-    return pd.DataFrame(rows, columns=["seed", "model", "budget", "calibration", "kind", "rho", "replicates"])
+    return pd.DataFrame(rows, columns=RHO_CELL_COLUMNS)
 
 
 def cells_needed(n_cells: int, level: float = ALPHA) -> int:
@@ -508,10 +552,10 @@ def accuracy_ratio_rows(inputs: ClaimsInputs) -> list[dict]:
 
 
 def sign_count_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
-    """§5.3's sign count over the (M, seed) cells, judged against fair-coin signs."""
+    """§5.3's sign count over the (M, seed) cells: a description (the first rule's test, with the
+    count it needed and fair-coin signs' chance of reaching it); the mean ρ decides."""
     verdict, claimed, other, n = sign_count_verdict(cells["rho"].to_numpy(dtype=float), sign)
-    # Fair-coin signs reach either side's count equally often.
-    noise_rate = sign_count_noise_probability(n)
+    noise_rate = sign_count_noise_probability(n)  # fair-coin signs reach either side's count equally often
     return {
         "claim": "5.3",
         "statistic": f"{label} (distinct sets)",
@@ -521,10 +565,33 @@ def sign_count_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
         "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
         "null_pass_probability": noise_rate,
         "null_fail_probability": noise_rate,
-        "verdict": uninformative_under_noise(verdict, noise_rate, noise_rate),
-        "rule": f"at least {cells_needed(n)} of {n} (M, seed) cells ({other} of the other sign; "
-        f"noise passes {sign_count_noise_probability(n):.1%})",
-        ENTERS_CLAIM: True,
+        "verdict": DESCRIPTIVE,
+        "rule": f"description ({other} of the other sign; the first rule needed {cells_needed(n)} of {n} cells, "
+        f"noise {noise_rate:.1%}, and would say {verdict}); the mean ρ decides",
+    }
+
+
+def magnitude_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
+    """The mean ρ over the (M, seed) cells against the joint within-seed permutation null
+    (``rho_combination``): the claimed sign's verdict, its p-values and noise rates."""
+    cells = defined_cells(cells)
+    mean = float(np.mean(cells["rho"]))
+    test = magnitude_test(mean, null_means(cells), sign)
+    side = "> 0" if sign > 0 else "< 0"
+    return {
+        "claim": "5.3",
+        "statistic": label.format(side=side),
+        "n_seeds": int(cells["seed"].nunique()),
+        "estimate": mean,
+        "seeds_holding": "",
+        "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
+        "null_pass_probability": test["null_pass_probability"],
+        "null_fail_probability": test["null_fail_probability"],
+        "verdict": uninformative_under_noise(
+            test["verdict"], test["null_pass_probability"], test["null_fail_probability"]
+        ),
+        "rule": f"one-sided p ≤ {MAGNITUDE_ALPHA:g} on the claimed side holds, on the other does not hold (p claimed "
+        f"{test['p_claimed']:.4f}, other {test['p_other']:.4f}; {len(cells)} cells, a seed's cells permuted jointly)",
     }
 
 
@@ -542,36 +609,64 @@ def pooled_median(cells: pd.DataFrame, n_resamples: int) -> tuple[float, float, 
 
 
 def median_row(cells: pd.DataFrame, inputs: ClaimsInputs) -> dict:
-    """Perplexity pruning's weak alignment: the pooled median's interval inside (−strong, 0)."""
+    """The weak part of "negative or weak": the pooled median's interval inside (−strong, strong)."""
     estimate, lo, hi = pooled_median(cells, inputs.n_resamples)
     return {
         "claim": "5.3",
-        "statistic": f"perplexity pruning: median ρ over cells (claim: −{inputs.strong_rho:g} < median < 0)",
+        "statistic": f"perplexity pruning: median ρ over cells (part 'weak': |median| < {inputs.strong_rho:g})",
         "n_seeds": int(cells["seed"].nunique()),
         "estimate": estimate,
         "ci_low": lo,
         "ci_high": hi,
         "per_seed": ", ".join(f"{float(np.median(g['rho'])):+.2f}" for _, g in cells.groupby("seed", sort=True)),
-        "verdict": _weak_alignment(lo, hi, estimate, inputs.strong_rho),
-        "rule": "pooled two-stage interval inside (−strong, 0)",
+        "verdict": weak_verdict(lo, hi, estimate, inputs.strong_rho),
+        "rule": "pooled two-stage interval inside (−strong, strong); a part of the 'or', not in the claim",
+    }
+
+
+def either_row(negative: dict, weak: dict, inputs: ClaimsInputs) -> dict:
+    """Perplexity pruning's claim, "negative or weak": ``either`` of its parts, with the noise rates
+    of the whole "or" rule (``across_seeds_noise``)."""
+    strong, null_pass, null_fail = inputs.noise.get(EITHER_CLAIM, (inputs.strong_rho, np.nan, np.nan))
+    if strong != inputs.strong_rho:
+        null_pass = null_fail = np.nan
+    claim = either(negative["verdict"], weak["verdict"])
+    return {
+        "claim": "5.3",
+        "statistic": f"{EITHER_CLAIM} (claim: mean ρ < 0, or |median ρ| < {inputs.strong_rho:g})",
+        "n_seeds": negative["n_seeds"],
+        "seeds_holding": "",
+        "per_seed": f"negative: {negative['verdict']}; weak: {weak['verdict']}",
+        "null_pass_probability": null_pass,
+        "null_fail_probability": null_fail,
+        "verdict": uninformative_under_noise(claim, null_pass, null_fail),
+        "rule": "holds when either part holds, does not hold when both do not; uninformative when null "
+        f"studies of the 'or' rule reach the verdict > {UNINFORMATIVE_LEVEL:.0%}",
         ENTERS_CLAIM: True,
     }
 
 
 def alignment_rows(inputs: ClaimsInputs) -> list[dict]:
-    """§5.3: signs over the (M, seed) cells, and the median under perplexity pruning."""
+    """§5.3 across seeds: TLM pruning's mean ρ > 0 (the claim); perplexity pruning's "negative or
+    weak" and its two parts; the sign counts as description."""
     rows = []
     rho = inputs.rho
-    for kind, sign, label in (
-        ("tlm", 1, "TLM pruning: cells with ρ > 0"),
-        ("ppl", -1, "perplexity pruning: cells with ρ < 0"),
-    ):
-        cells = rho[rho["kind"] == kind]
-        if cells.empty:
-            continue
-        rows.append(sign_count_row(cells, sign, label))
-        if kind == "ppl":
-            rows.append(median_row(cells, inputs))
+    tlm = rho[rho["kind"] == "tlm"]
+    if not defined_cells(tlm).empty:
+        rows.append(
+            {**magnitude_row(tlm, 1, "TLM pruning: mean ρ over (M, seed) cells (claim: {side})"), ENTERS_CLAIM: True}
+        )
+        rows.append(sign_count_row(tlm, 1, "TLM pruning: cells with ρ > 0"))
+    ppl = rho[rho["kind"] == "ppl"]
+    if not defined_cells(ppl).empty:
+        negative = magnitude_row(ppl, -1, "perplexity pruning: mean ρ over (M, seed) cells (part 'negative': {side})")
+        weak = median_row(defined_cells(ppl), inputs)
+        rows += [
+            either_row(negative, weak, inputs),
+            negative,
+            weak,
+            sign_count_row(ppl, -1, "perplexity pruning: cells with ρ < 0"),
+        ]
     return rows
 
 
@@ -647,21 +742,6 @@ def decision_table(
     inputs = ClaimsInputs(two_stage, rho, sets, per_seed_verdicts, strong_rho, n_resamples, noise or {})
     rows = [row for build in ROW_BUILDERS for row in build(inputs)] + list(extra_rows)
     return pd.DataFrame(rows + claim_rows(inputs, rows), columns=CLAIMS_COLUMNS)
-
-
-def _weak_alignment(lo: float, hi: float, value: float, strong_rho: float) -> str:
-    """The weak-alignment test on an interval: holds inside (−strong, 0), does not hold when wholly
-    outside it, else inconclusive; without an interval the value decides."""
-    low, high = -strong_rho, 0.0
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        if not np.isfinite(value):
-            return UNSURE
-        return HOLDS if low < value < high else FAILS
-    if low < lo and hi < high:
-        return HOLDS
-    if hi <= low or lo >= high:
-        return FAILS
-    return UNSURE
 
 
 def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | None = None) -> str:
