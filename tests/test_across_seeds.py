@@ -391,3 +391,33 @@ def test_across_seeds_noise_rates_are_those_of_the_across_seeds_rule(monkeypatch
     ratio = "accuracy shift ratio calibration / algorithm, max over cells"
     assert noise[ratio] == {"0": (1.0, 0.0), "1": (1.0, 0.0), "two-stage": (0.0, 1.0)}
     assert calls == [[0, 1], [0, 1]]  # accuracy, then perplexity: every seed in one null study
+
+
+def test_every_accuracy_row_gets_an_informative_twin_and_a_changed_verdict_is_marked():
+    """The secondary analysis (docs/method.md §10): each accuracy row is followed by its twin on the
+    informative tasks, which never enters the claim; the row and its claim are marked when the twin's
+    verdict differs, and left unmarked when it agrees."""
+    primary = accuracy_ratio_rows(
+        {"0": "holds", "1": "holds", "two-stage": "holds"}, dict.fromkeys("01", (0.0, 0.0)) | {"two-stage": (0.0, 0.0)}
+    )
+    rates = dict.fromkeys(("0", "1", "two-stage"), (0.0, 0.0))
+    differs = accuracy_ratio_rows({"0": "holds", "1": "does not hold", "two-stage": "does not hold"}, rates)
+    cells = ppl_cells({(0, 7): 0.2, (0, 9): -0.1, (1, 7): 0.1, (1, 9): -0.2})
+    informative = {"two_stage": differs, "rho": cells, "noise": {}}
+    claims = decision_table(primary, cells, EMPTY_SETS, None, 0.5, informative=informative).set_index("statistic")
+    label = "accuracy: accuracy shift ratio calibration / algorithm, max over cells (claim: comparable)"
+    assert claims.loc[label, "verdict"] == "holds" and claims.loc[label, "changed_by_informative"] == "yes"
+    twin = claims.loc[label + ", informative tasks"]
+    assert twin["verdict"] == "does not hold" and twin["per_seed"] == "holds, does not hold"
+    by_claim = claims[claims.index == "claim"].set_index("claim")
+    assert by_claim.loc["5.2", "verdict"] == "holds" and by_claim.loc["5.2", "changed_by_informative"] == "yes"
+    # §5.3: the same cells on the informative tasks: every twin agrees, nothing is marked changed
+    either_label = f"{EITHER_CLAIM} (claim: mean ρ < 0, or |median ρ| < 0.5)"
+    assert claims.loc[either_label, "changed_by_informative"] == "no"
+    assert claims.loc[either_label + ", informative tasks", "verdict"] == claims.loc[either_label, "verdict"]
+    assert by_claim.loc["5.3", "changed_by_informative"] == "no"
+    assert claims.loc["perplexity pruning: cells with ρ < 0 (distinct sets)", "changed_by_informative"] == ""
+    # without the secondary analysis: no twins, no marks
+    plain = decision_table(primary, cells, EMPTY_SETS, None, 0.5)
+    assert not plain["statistic"].str.endswith(", informative tasks").any()
+    assert (plain["changed_by_informative"].fillna("") == "").all()

@@ -113,6 +113,7 @@ CLAIMS_COLUMNS = [
     "null_fail_probability",
     "verdict",
     "rule",
+    "changed_by_informative",
 ]
 PERPLEXITY_CLAIM = "perplexity: calibration dominates (both halves hold)"
 EITHER_CLAIM = "perplexity pruning: negative or weak"  # §5.3's "or" (docs/method.md §7, §10)
@@ -191,13 +192,15 @@ def across_seeds_noise(
     band: float,
     strong_rho: float = DEFAULT_STRONG_RHO,
     tasks: dict | None = None,
+    with_perplexity: bool = True,
 ) -> dict:
     """The noise rates of the verdicts that carry one: ``{ACCURACY_RATIO: {seed label: (pass, fail)},
     PERPLEXITY_CLAIM: (pass, fail), EITHER_CLAIM: (strong_rho, pass, fail)}``. A seed's label ("0",
     ...) gets its own single-seed rule's rates (its null studies, as its observations row); TWO_STAGE,
     the perplexity claim and §5.3's "negative or weak" get those of the across-seeds rule
     (``noise_null.across_seeds_verdict_rates``). ``tasks`` (model -> tasks) restricts accuracy to
-    those tasks (the informative-task twin). Empty without per-document results."""
+    those tasks (the informative-task twin); ``with_perplexity`` False leaves out the §5.2 perplexity
+    claim, which reads no accuracy. Empty without per-document results."""
     seeds = sorted(summaries)
     if any(samples.get(s) is None or reps.get(s) is None for s in seeds):
         return {}
@@ -228,9 +231,11 @@ def across_seeds_noise(
             found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
             rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
         out[ACCURACY_RATIO] = rates
-    perplexity = {s: cell_grids(summaries[s], "log10_avg_perplexity", reps[s]) for s in seeds}
-    cells = {s: noise_cells(samples[s], perplexity[s], "perplexity") if perplexity[s] else None for s in seeds}
-    if len(seeds) > 1 and all(c is not None for c in cells.values()):
+    perplexity = (
+        {s: cell_grids(summaries[s], "log10_avg_perplexity", reps[s]) for s in seeds} if with_perplexity else {}
+    )
+    cells = {s: noise_cells(samples[s], perplexity[s], "perplexity") if perplexity.get(s) else None for s in seeds}
+    if with_perplexity and len(seeds) > 1 and all(c is not None for c in cells.values()):
         transform = noise_transform("perplexity")
 
         def perplexity_rule(observed, replicates):
@@ -255,6 +260,34 @@ def across_seeds_noise(
         # Stored with the threshold it was simulated for: a table with another strong_rho leaves it out.
         out[EITHER_CLAIM] = (strong_rho, *either_noise_rates(ppl_cells, summaries, samples, strong_rho, tasks))
     return out
+
+
+def informative_across_seeds(
+    summaries: Mapping[int, pd.DataFrame],
+    reps: Mapping[int, object],
+    samples: Mapping[int, pd.DataFrame | None],
+    found,
+    band: float,
+    strong_rho: float = DEFAULT_STRONG_RHO,
+) -> dict:
+    """The secondary analysis across seeds (docs/method.md §10): the two-stage table, ρ cells and
+    noise rates of every accuracy statistic on each run's mean over the informative tasks
+    (``found``: ``informative.InformativeTasks``, from the first seed's dense model), for
+    ``decision_table(informative=...)``."""
+    from depthprune.reporting.statistics.informative import informative_view
+
+    views = {s: informative_view(summaries[s], reps[s], found) for s in sorted(summaries)}
+    view_summaries = {s: v[0] for s, v in views.items()}
+    view_reps = {s: v[1] for s, v in views.items()}
+    noise = across_seeds_noise(
+        view_summaries, view_reps, samples, band, strong_rho, tasks=found.tasks, with_perplexity=False
+    )
+    return {
+        "two_stage": two_stage_table(view_summaries, view_reps, band, noise),
+        "rho": rho_cells(view_summaries, view_reps),
+        "noise": noise,
+        "tasks": found.label(),
+    }
 
 
 def _verdict(verdict: str) -> dict[str, str]:
@@ -694,7 +727,9 @@ def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
     each seed's own verdict of the claim."""
     out = []
     for claim in ("5.1", "5.2", "5.3"):
-        verdicts = [row["verdict"] for row in rows if row["claim"] == claim and row.get(ENTERS_CLAIM)]
+        entering = [row for row in rows if row["claim"] == claim and row.get(ENTERS_CLAIM)]
+        verdict = combine([row["verdict"] for row in entering])
+        twin_verdict = combine([row.get(TWIN, row["verdict"]) for row in entering])
         per_seed = inputs.per_seed_verdicts
         seed_rows = (
             per_seed[(per_seed["claim"] == claim) & (per_seed["seed"] != "every seed")]
@@ -709,8 +744,13 @@ def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
                 "n_seeds": len(single) or None,
                 "seeds_holding": f"{single.count(HOLDS)} of {len(single)}" if single else "",
                 "per_seed": ", ".join(single),
-                "verdict": combine(verdicts),
+                "verdict": verdict,
                 "rule": "docs/method.md §10",
+                "changed_by_informative": ""
+                if not any(TWIN in row for row in entering)
+                else "yes"
+                if twin_verdict != verdict
+                else "no",
             }
         )
     return out
@@ -720,6 +760,8 @@ def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
 # elsewhere (``decision_table(extra_rows=...)``: e.g. §5.2 variance components, §5.1 draw
 # stability) follow them, before the claim rows.
 ROW_BUILDERS = (gap_rows, perplexity_rows, accuracy_ratio_rows, alignment_rows, sets_rows)
+# The builders whose rows read accuracy: each gets an informative-task twin (docs/method.md §10).
+ACCURACY_BUILDERS = (gap_rows, accuracy_ratio_rows, alignment_rows)
 
 
 def decision_table(
@@ -731,6 +773,7 @@ def decision_table(
     n_resamples: int = 10_000,
     noise: Mapping | None = None,
     extra_rows: Sequence[dict] = (),
+    informative: Mapping | None = None,
 ) -> pd.DataFrame:
     """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
     verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
@@ -738,10 +781,43 @@ def decision_table(
     verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
     of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
     gives the perplexity claim's noise rates. ``extra_rows`` (seeds_claims.csv's columns; a row with
-    ``ENTERS_CLAIM`` true enters its claim's verdict) are appended after ROW_BUILDERS' rows."""
+    ``ENTERS_CLAIM`` true enters its claim's verdict) are appended after ROW_BUILDERS' rows.
+    ``informative`` (``informative_across_seeds``) adds after each accuracy row its informative-task
+    twin, and marks in ``changed_by_informative`` the rows (claims included) whose verdict it changes."""
     inputs = ClaimsInputs(two_stage, rho, sets, per_seed_verdicts, strong_rho, n_resamples, noise or {})
-    rows = [row for build in ROW_BUILDERS for row in build(inputs)] + list(extra_rows)
+    twins = None
+    if informative is not None:
+        twins = ClaimsInputs(
+            informative["two_stage"], informative["rho"], sets, None, strong_rho, n_resamples, informative["noise"]
+        )
+    rows = []
+    for build in ROW_BUILDERS:
+        built = build(inputs)
+        rows += with_twins(built, build(twins)) if twins is not None and build in ACCURACY_BUILDERS else built
+    rows += list(extra_rows)
     return pd.DataFrame(rows + claim_rows(inputs, rows), columns=CLAIMS_COLUMNS)
+
+
+INFORMATIVE_SCOPE = ", informative tasks"
+TWIN = "twin"  # a twin row's key: the verdict it gives in place of its primary row's (not a column)
+
+
+def with_twins(primary: list[dict], twins: list[dict]) -> list[dict]:
+    """Each primary row followed by its informative-task twin (same statistic, scoped
+    INFORMATIVE_SCOPE; never entering a claim), the primary row's ``changed_by_informative`` saying
+    whether the twin's verdict differs. A row the twin analysis cannot compute gets no twin."""
+    by_statistic = {row["statistic"]: row for row in twins}
+    out = []
+    for row in primary:
+        twin = by_statistic.get(row["statistic"])
+        if twin is None:
+            out.append(row)
+            continue
+        changed = "" if row["verdict"] == DESCRIPTIVE else "yes" if twin["verdict"] != row["verdict"] else "no"
+        out.append({**row, "changed_by_informative": changed, TWIN: twin["verdict"]})
+        twin = {k: v for k, v in twin.items() if k != ENTERS_CLAIM}
+        out.append({**twin, "statistic": row["statistic"] + INFORMATIVE_SCOPE, "changed_by_informative": ""})
+    return out
 
 
 def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | None = None) -> str:
@@ -758,13 +834,16 @@ def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | N
         f"{n_seeds} seeds.{partial} Per claim, the verdict across seeds and each seed's own verdict "
         "(tables/seeds_claims.csv; every statistic per seed and two-stage: tables/seeds_two_stage.csv).",
         "",
-        "| claim | statistic | estimate | interval | seeds holding | verdict |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| claim | statistic | estimate | interval | seeds holding | verdict | changed on informative tasks |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in claims.itertuples(index=False):
         if CALIBRATION_SHIFT in r.statistic or ALGORITHM_SPREAD in r.statistic:
             continue  # one row per condition: in the CSV
         estimate = "" if pd.isna(r.estimate) else f"{r.estimate:.3g}"
         ci = "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3g}, {r.ci_high:.3g}]"
-        lines.append(f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {r.seeds_holding or ''} | {r.verdict} |")
+        changed = "" if pd.isna(r.changed_by_informative) else r.changed_by_informative
+        lines.append(
+            f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {r.seeds_holding or ''} | {r.verdict} | {changed} |"
+        )
     return "\n".join(lines) + "\n"
