@@ -319,8 +319,8 @@ def test_the_negative_or_weak_claim_is_the_or_of_its_parts_and_noise_can_make_it
     cells = ppl_cells({(0, 7): 0.2, (0, 9): -0.1, (1, 7): 0.1, (1, 9): -0.2})  # weak, not negative
     claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5).set_index("statistic")
     negative = claims.loc["perplexity pruning: mean ρ over (M, seed) cells (part 'negative': < 0)"]
-    weak = claims.loc["perplexity pruning: median ρ over cells (part 'weak': |median| < 0.5)"]
-    either_row = claims.loc[f"{EITHER_CLAIM} (claim: mean ρ < 0, or |median ρ| < 0.5)"]
+    weak = claims.loc["perplexity pruning: median ρ over cells (part 'weak': −0.5 < median < 0.5)"]
+    either_row = claims.loc[f"{EITHER_CLAIM} (claim: mean ρ < 0, or −0.5 < median ρ < 0.5)"]
     assert (negative["verdict"], weak["verdict"], either_row["verdict"]) == ("inconclusive", "holds", "holds")
     noisy = {EITHER_CLAIM: (0.5, 0.9, 0.1)}
     claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5, noise=noisy)
@@ -412,7 +412,7 @@ def test_every_accuracy_row_gets_an_informative_twin_and_a_changed_verdict_is_ma
     by_claim = claims[claims.index == "claim"].set_index("claim")
     assert by_claim.loc["5.2", "verdict"] == "holds" and by_claim.loc["5.2", "changed_by_informative"] == "yes"
     # §5.3: the same cells on the informative tasks: every twin agrees, nothing is marked changed
-    either_label = f"{EITHER_CLAIM} (claim: mean ρ < 0, or |median ρ| < 0.5)"
+    either_label = f"{EITHER_CLAIM} (claim: mean ρ < 0, or −0.5 < median ρ < 0.5)"
     assert claims.loc[either_label, "changed_by_informative"] == "no"
     assert claims.loc[either_label + ", informative tasks", "verdict"] == claims.loc[either_label, "verdict"]
     assert by_claim.loc["5.3", "changed_by_informative"] == "no"

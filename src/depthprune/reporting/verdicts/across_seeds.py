@@ -646,7 +646,7 @@ def median_row(cells: pd.DataFrame, inputs: ClaimsInputs) -> dict:
     estimate, lo, hi = pooled_median(cells, inputs.n_resamples)
     return {
         "claim": "5.3",
-        "statistic": f"perplexity pruning: median ρ over cells (part 'weak': |median| < {inputs.strong_rho:g})",
+        "statistic": f"perplexity pruning: median ρ over cells (part 'weak': −{inputs.strong_rho:g} < median < {inputs.strong_rho:g})",
         "n_seeds": int(cells["seed"].nunique()),
         "estimate": estimate,
         "ci_low": lo,
@@ -666,7 +666,7 @@ def either_row(negative: dict, weak: dict, inputs: ClaimsInputs) -> dict:
     claim = either(negative["verdict"], weak["verdict"])
     return {
         "claim": "5.3",
-        "statistic": f"{EITHER_CLAIM} (claim: mean ρ < 0, or |median ρ| < {inputs.strong_rho:g})",
+        "statistic": f"{EITHER_CLAIM} (claim: mean ρ < 0, or −{inputs.strong_rho:g} < median ρ < {inputs.strong_rho:g})",
         "n_seeds": negative["n_seeds"],
         "seeds_holding": "",
         "per_seed": f"negative: {negative['verdict']}; weak: {weak['verdict']}",

@@ -127,7 +127,7 @@ def perplexity_rows(rho: np.ndarray, nulls: list[np.ndarray], paper: dict, stron
         observation_row(
             "5.3",
             "all, perplexity pruning",
-            f"median ρ (part 'weak' of the claim: |median| < {strong_rho:g} (ours))",
+            f"median ρ (part 'weak' of the claim: −{strong_rho:g} < median < {strong_rho:g} (ours))",
             median,
             paper=f"median {paper['ppl']['median']:+.2f} (weak)",
             verdict=uninformative_under_noise(weak, weak_pass, 1 - weak_pass),
@@ -139,7 +139,7 @@ def perplexity_rows(rho: np.ndarray, nulls: list[np.ndarray], paper: dict, stron
         observation_row(
             "5.3",
             "all, perplexity pruning",
-            f"negative or weak (claim: most cells ρ < 0, or |median ρ| < {strong_rho:g})",
+            f"negative or weak (claim: most cells ρ < 0, or −{strong_rho:g} < median ρ < {strong_rho:g})",
             float(claim == HOLDS),
             paper="negative or weak (abstract, §1); 5/6 negative, median −0.27 (§5.3)",
             verdict=uninformative_under_noise(claim, claim_pass, claim_fail),
