@@ -204,62 +204,83 @@ def across_seeds_noise(
     seeds = sorted(summaries)
     if any(samples.get(s) is None or reps.get(s) is None for s in seeds):
         return {}
-    tests = two_stage_tests(band)  # the two-stage rows' own tests (``two_stage_table``)
     out: dict = {}
-    accuracy = {s: cell_grids(summaries[s], "avg_accuracy_points", reps[s]) for s in seeds}
-    if all(accuracy.values()):
-        rates = {
-            str(s): noise_pass_fail(
-                samples[s],
-                accuracy[s],
-                "accuracy",
-                lambda g: accuracy_decision(g, band),
-                tasks=tasks,
-                rule=accuracy_rule_name(band),
-            )
-            for s in seeds
-        }
-        cells = {s: noise_cells(samples[s], accuracy[s], "accuracy", tasks) for s in seeds}
-        if len(seeds) > 1 and all(c is not None for c in cells.values()):
-            transform = noise_transform("accuracy")
-
-            def accuracy_rule(observed, replicates):
-                ratios = {s: pooled_ratio(regrid(accuracy[s], observed[s], replicates[s], transform)) for s in observed}
-                result = two_stage({s: r[0] for s, r in ratios.items()}, {s: r[1] for s, r in ratios.items()})
-                return tests[ACCURACY_RATIO](result.ci_low, result.ci_high)["verdict"]
-
-            found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
-            rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
-        out[ACCURACY_RATIO] = rates
-    perplexity = (
-        {s: cell_grids(summaries[s], "log10_avg_perplexity", reps[s]) for s in seeds} if with_perplexity else {}
-    )
-    cells = {s: noise_cells(samples[s], perplexity[s], "perplexity") if perplexity.get(s) else None for s in seeds}
-    if with_perplexity and len(seeds) > 1 and all(c is not None for c in cells.values()):
-        transform = noise_transform("perplexity")
-
-        def perplexity_rule(observed, replicates):
-            values: dict[tuple, tuple[dict, dict]] = {}
-            for s in observed:
-                for g in regrid(perplexity[s], observed[s], replicates[s], transform):
-                    for kind, condition, value, rep in condition_values(g):
-                        slot = values.setdefault((kind, g["model"], g["budget"], condition), ({}, {}))
-                        slot[0][s], slot[1][s] = value, rep
-            verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
-            for (kind, *_), (value, rep) in values.items():
-                result = two_stage(value, rep)
-                test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
-                verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
-            return perplexity_claim(verdicts["calibration shift"], verdicts["algorithm spread"])[2]
-
-        found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
-        out[PERPLEXITY_CLAIM] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
+    accuracy = accuracy_ratio_rates(summaries, reps, samples, band, tasks)
+    if accuracy is not None:
+        out[ACCURACY_RATIO] = accuracy
+    perplexity = perplexity_claim_rates(summaries, reps, samples, band) if with_perplexity else None
+    if perplexity is not None:
+        out[PERPLEXITY_CLAIM] = perplexity
     ppl_cells = rho_cells(summaries, reps)
     ppl_cells = ppl_cells[ppl_cells["kind"] == "ppl"]
     if len(seeds) > 1 and not defined_cells(ppl_cells).empty:
         # Stored with the threshold it was simulated for: a table with another strong_rho leaves it out.
         out[EITHER_CLAIM] = (strong_rho, *either_noise_rates(ppl_cells, summaries, samples, strong_rho, tasks))
     return out
+
+
+def accuracy_ratio_rates(summaries, reps, samples, band: float, tasks: dict | None = None) -> dict | None:
+    """The pooled accuracy ratio's (pass, fail) rates per seed label: each seed's single-seed rule on
+    its own null studies, and TWO_STAGE the across-seeds rule (a t interval over seeds in the band)
+    on null studies of the whole study; None without every seed's cell grids."""
+    seeds = sorted(summaries)
+    tests = two_stage_tests(band)  # the two-stage rows' own tests (``two_stage_table``)
+    accuracy = {s: cell_grids(summaries[s], "avg_accuracy_points", reps[s]) for s in seeds}
+    if not all(accuracy.values()):
+        return None
+    rates = {
+        str(s): noise_pass_fail(
+            samples[s],
+            accuracy[s],
+            "accuracy",
+            lambda g: accuracy_decision(g, band),
+            tasks=tasks,
+            rule=accuracy_rule_name(band),
+        )
+        for s in seeds
+    }
+    cells = {s: noise_cells(samples[s], accuracy[s], "accuracy", tasks) for s in seeds}
+    if len(seeds) > 1 and all(c is not None for c in cells.values()):
+        transform = noise_transform("accuracy")
+
+        def accuracy_rule(observed, replicates):
+            ratios = {s: pooled_ratio(regrid(accuracy[s], observed[s], replicates[s], transform)) for s in observed}
+            result = two_stage({s: r[0] for s, r in ratios.items()}, {s: r[1] for s, r in ratios.items()})
+            return tests[ACCURACY_RATIO](result.ci_low, result.ci_high)["verdict"]
+
+        found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
+        rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
+    return rates
+
+
+def perplexity_claim_rates(summaries, reps, samples, band: float) -> tuple[float, float] | None:
+    """(pass, fail) of the §5.2 perplexity claim across seeds on null studies of the whole study,
+    judged by the across-seeds rule (each condition's two-stage interval, each half in most
+    conditions); None with one seed or without every seed's per-document perplexities."""
+    seeds = sorted(summaries)
+    tests = two_stage_tests(band)
+    perplexity = {s: cell_grids(summaries[s], "log10_avg_perplexity", reps[s]) for s in seeds}
+    cells = {s: noise_cells(samples[s], perplexity[s], "perplexity") if perplexity[s] else None for s in seeds}
+    if len(seeds) < 2 or any(c is None for c in cells.values()):
+        return None
+    transform = noise_transform("perplexity")
+
+    def perplexity_rule(observed, replicates):
+        values: dict[tuple, tuple[dict, dict]] = {}
+        for s in observed:
+            for g in regrid(perplexity[s], observed[s], replicates[s], transform):
+                for kind, condition, value, rep in condition_values(g):
+                    slot = values.setdefault((kind, g["model"], g["budget"], condition), ({}, {}))
+                    slot[0][s], slot[1][s] = value, rep
+        verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
+        for (kind, *_), (value, rep) in values.items():
+            result = two_stage(value, rep)
+            test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
+            verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
+        return perplexity_claim(verdicts["calibration shift"], verdicts["algorithm spread"])[2]
+
+    found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
+    return found.get(HOLDS, 0.0), found.get(FAILS, 0.0)
 
 
 def informative_across_seeds(

@@ -155,12 +155,10 @@ def either_noise_rates(
     observed, the seeds bootstrapped with the same document resamples; the mean ρ judged against the
     observed design's joint null (``null``: it depends on the accuracies only through their ties).
     ``tasks`` (model -> tasks) restricts the accuracy to those tasks. NaN without per-document results."""
-    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
     from depthprune.reporting.statistics.bootstrap import spearman_rows
     from depthprune.reporting.statistics.noise_null import (
         INNER_RESAMPLES,
         across_seeds_verdict_rates,
-        unit_scores,
     )
 
     cells = defined_cells(cells)
@@ -168,27 +166,10 @@ def either_noise_rates(
     if cells.empty or any(samples.get(s) is None for s in seeds):
         return float("nan"), float("nan")
     null = null_means(cells) if null is None else null
-    layouts: dict[int, list[tuple]] = {}
-    units: dict[int, list] = {}
-    for seed in seeds:
-        for r in cells[cells["seed"] == seed].sort_values(["model", "budget"]).itertuples(index=False):
-            runs = summaries[seed]
-            runs = runs[
-                (runs["model"] == r.model)
-                & (runs["budget"] == r.budget)
-                & (runs["calibration"] == r.calibration)
-                & (runs["algorithm"] != "dense")
-            ].dropna(subset=["avg_perplexity", "avg_accuracy"])
-            scores = unit_scores(
-                samples[seed], runs, tasks[r.model] if tasks is not None else list(ZERO_SHOT_BENCHMARKS)
-            )
-            if scores is None:
-                return float("nan"), float("nan")
-            set_of = {removed: k for k, removed in enumerate(dict.fromkeys(runs["removed"]))}
-            member = np.array([set_of[x] for x in runs["removed"]])
-            perplexity = runs.groupby("removed", sort=False)["avg_perplexity"].mean().to_numpy(dtype=float)
-            layouts.setdefault(int(seed), []).append((member, perplexity))
-            units.setdefault(int(seed), []).append(scores)
+    found = null_study_layout(cells, summaries, samples, tasks)
+    if found is None:
+        return float("nan"), float("nan")
+    layouts, units = found
 
     def set_means(values: np.ndarray, member: np.ndarray) -> np.ndarray:
         """(B, runs) -> (B, sets): the mean over each distinct set's runs."""
@@ -213,3 +194,34 @@ def either_noise_rates(
 
     rates = across_seeds_verdict_rates(units, decide, "accuracy")
     return rates.get(HOLDS, 0.0), rates.get(FAILS, 0.0)
+
+
+def null_study_layout(cells: pd.DataFrame, summaries: dict, samples: dict, tasks: dict | None):
+    """Per seed, per defined cell (model and M order): the runs' distinct-set membership and the
+    sets' perplexities (``layouts``), and the runs' per-document accuracies (``units``,
+    ``noise_null.UnitScores``); None when a cell's runs lack per-document results."""
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+    from depthprune.reporting.statistics.noise_null import unit_scores
+
+    layouts: dict[int, list[tuple]] = {}
+    units: dict[int, list] = {}
+    for seed in sorted(cells["seed"].unique()):
+        for r in cells[cells["seed"] == seed].sort_values(["model", "budget"]).itertuples(index=False):
+            runs = summaries[seed]
+            runs = runs[
+                (runs["model"] == r.model)
+                & (runs["budget"] == r.budget)
+                & (runs["calibration"] == r.calibration)
+                & (runs["algorithm"] != "dense")
+            ].dropna(subset=["avg_perplexity", "avg_accuracy"])
+            scores = unit_scores(
+                samples[seed], runs, tasks[r.model] if tasks is not None else list(ZERO_SHOT_BENCHMARKS)
+            )
+            if scores is None:
+                return None
+            set_of = {removed: k for k, removed in enumerate(dict.fromkeys(runs["removed"]))}
+            member = np.array([set_of[x] for x in runs["removed"]])
+            perplexity = runs.groupby("removed", sort=False)["avg_perplexity"].mean().to_numpy(dtype=float)
+            layouts.setdefault(int(seed), []).append((member, perplexity))
+            units.setdefault(int(seed), []).append(scores)
+    return layouts, units
