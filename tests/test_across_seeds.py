@@ -18,6 +18,7 @@ from depthprune.reporting.verdicts.across_seeds import (
     RHO_CELL_COLUMNS,
     across_seeds_noise,
     cells_needed,
+    decision_markdown,
     decision_table,
     sets_across_seeds,
     sign_count_noise_probability,
@@ -421,3 +422,11 @@ def test_every_accuracy_row_gets_an_informative_twin_and_a_changed_verdict_is_ma
     plain = decision_table(primary, cells, EMPTY_SETS, None, 0.5)
     assert not plain["statistic"].str.endswith(", informative tasks").any()
     assert (plain["changed_by_informative"].fillna("") == "").all()
+
+
+def test_the_markdown_table_leaves_empty_cells_empty():
+    """A row without per-seed tests (the weak median, §5.1) shows an empty "seeds holding" cell, not nan."""
+    cells = ppl_cells({(0, 7): 0.2, (0, 9): -0.1, (1, 7): 0.1, (1, 9): -0.2})
+    claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5)
+    text = decision_markdown(claims, 2)
+    assert "nan" not in text and "part 'weak'" in text

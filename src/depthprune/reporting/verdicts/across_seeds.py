@@ -864,7 +864,6 @@ def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | N
         estimate = "" if pd.isna(r.estimate) else f"{r.estimate:.3g}"
         ci = "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3g}, {r.ci_high:.3g}]"
         changed = "" if pd.isna(r.changed_by_informative) else r.changed_by_informative
-        lines.append(
-            f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {r.seeds_holding or ''} | {r.verdict} | {changed} |"
-        )
+        holding = "" if pd.isna(r.seeds_holding) else r.seeds_holding  # a row without per-seed tests has none
+        lines.append(f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {holding} | {r.verdict} | {changed} |")
     return "\n".join(lines) + "\n"
