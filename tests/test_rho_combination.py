@@ -127,3 +127,53 @@ def test_single_seed_or_is_what_noise_passes_almost_always():
     assert passed > 0.5 and passed + failed == pytest.approx(1.0)
     tight, _ = either_noise_rates(nulls, 0.05)
     assert tight < passed
+
+
+def synthetic_study(rng, n_docs: int = 20):
+    """Two seeds × M ∈ {7, 9} under ppl_c4, five algorithms with distinct sets: summaries and
+    per-document samples (0/1 on the six zero-shot tasks, the same documents in every run)."""
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+
+    summaries, samples = {}, {}
+    for seed in (0, 1):
+        runs, rows = [], []
+        for budget in (7, 9):
+            for k, algorithm in enumerate(ALGORITHMS[:5]):
+                key = {"model": "m", "calibration": "ppl_c4", "budget": budget, "algorithm": algorithm}
+                removed = f"{k} {budget}"
+                scores = {task: (rng.random(n_docs) < 0.5).astype(float) for task in ZERO_SHOT_BENCHMARKS}
+                runs.append(
+                    key
+                    | {"removed": removed, "seed": seed, "avg_perplexity": 10.0 + rng.random()}
+                    | {"avg_accuracy": float(np.mean([v.mean() for v in scores.values()]))}
+                )
+                for task, values in scores.items():
+                    rows += [
+                        key
+                        | {"removed": removed, "benchmark": task, "unit": i, "metric": "acc", "value": v}
+                        | {"headline": True, "seed": seed}
+                        for i, v in enumerate(values)
+                    ]
+        summaries[seed], samples[seed] = pd.DataFrame(runs), pd.DataFrame(rows)
+    return summaries, samples
+
+
+def test_the_across_seeds_or_noise_rate_is_that_of_the_whole_rule(monkeypatch):
+    """Null studies of the whole "or" rule: a weak band that holds every null median's interval (two
+    seeds: t with one degree of freedom, so wide) makes noise pass nearly always through the weak
+    part; a band none fits leaves only the negative part's ≤ 5 %."""
+    from functools import partial
+
+    from depthprune.reporting.statistics import noise_null
+    from depthprune.reporting.verdicts import rho_combination
+    from depthprune.reporting.verdicts.across_seeds import rho_cells
+
+    fast = partial(noise_null.across_seeds_verdict_rates, n_null=40, n_inner=60)
+    monkeypatch.setattr(noise_null, "across_seeds_verdict_rates", fast)
+    monkeypatch.setattr(noise_null, "INNER_RESAMPLES", 60)
+    summaries, samples = synthetic_study(np.random.default_rng(2))
+    cells = rho_cells(summaries, {})
+    assert len(cells) == 4 and cells["rho"].notna().all()
+    wide = rho_combination.either_noise_rates(cells, summaries, samples, strong_rho=1e3)
+    narrow = rho_combination.either_noise_rates(cells, summaries, samples, strong_rho=0.001)
+    assert wide[0] >= 0.9 and narrow[0] <= 0.15
