@@ -14,8 +14,11 @@ from depthprune.reporting.statistics.noise_null import UnitScores, across_seeds_
 from depthprune.reporting.statistics.nulls import within_across_permutation, within_minus_across
 from depthprune.reporting.statistics.two_stage import SEEDS_COLUMNS, two_stage_pooled
 from depthprune.reporting.verdicts.across_seeds import (
+    EITHER_CLAIM,
+    RHO_CELL_COLUMNS,
     across_seeds_noise,
     cells_needed,
+    decision_markdown,
     decision_table,
     sets_across_seeds,
     sign_count_noise_probability,
@@ -195,6 +198,9 @@ def test_decision_table_counts_seeds_and_reports_partial_claims():
                 "kind": "tlm",
                 "rho": r,
                 "replicates": None,
+                "perplexity": np.array([1.0, 2.0, 3.0]),
+                "accuracy": np.array([0.5, 0.4, 0.3]),
+                "representatives": ["a", "b", "c"],
             }
             for s, b, r in ((0, 7, 0.3), (0, 9, 0.2), (1, 7, 0.1), (1, 9, -0.4))
         ]
@@ -211,7 +217,10 @@ def test_decision_table_counts_seeds_and_reports_partial_claims():
     gap = claims.loc["m M=7: TLM − perplexity, mean of the algorithms (points)"]
     assert gap["seeds_holding"] == "1 of 2" and gap["verdict"] == "inconclusive"
     signs = claims.loc["TLM pruning: cells with ρ > 0 (distinct sets)"]
-    assert signs["estimate"] == 3 and signs["verdict"] == "inconclusive"  # 3 of 4; the rule needs 4 of 4
+    assert signs["estimate"] == 3 and signs["verdict"] == "descriptive"  # 3 of 4: a description
+    assert "needed 4 of 4" in signs["rule"] and "would say inconclusive" in signs["rule"]
+    mean = claims.loc["TLM pruning: mean ρ over (M, seed) cells (claim: > 0)"]
+    assert mean["estimate"] == pytest.approx(0.05) and mean["verdict"] == "inconclusive"
     claim = claims[(claims.index == "claim") & (claims["claim"] == "5.3")].iloc[0]
     assert claim["seeds_holding"] == "1 of 2" and claim["verdict"] == "inconclusive"
 
@@ -243,7 +252,7 @@ def accuracy_ratio_rows(verdicts: dict[str, str], rates: dict[str, tuple[float, 
     )
 
 
-EMPTY_RHO = pd.DataFrame(columns=["seed", "model", "budget", "calibration", "kind", "rho", "replicates"])
+EMPTY_RHO = pd.DataFrame(columns=RHO_CELL_COLUMNS)
 EMPTY_SETS = pd.DataFrame(columns=["model", "budget", "n_seeds", "per_seed", "estimate", "p_value", "verdict"])
 
 
@@ -282,19 +291,52 @@ def test_noise_rates_make_a_pass_and_a_does_not_hold_uninformative_in_the_two_st
     assert (table.loc["0", "verdict"], table.loc["1", "verdict"]) == ("holds", "does not hold")
 
 
-def test_a_sign_count_that_noise_reaches_often_is_uninformative():
-    """One seed: 2 cells, the rule needs both, and fair-coin signs put both on one side 1/4 of the
-    time: a `does not hold` from two negative cells is uninformative (> 20 %)."""
-    rho = pd.DataFrame(
+def ppl_cells(rhos: dict[tuple[int, int], float]) -> pd.DataFrame:
+    """ρ cells under perplexity pruning, each with three distinct sets (seed, M) -> ρ."""
+    return pd.DataFrame(
         [
-            {"seed": 0, "model": "m", "budget": b, "calibration": "tlm_cs170k", "kind": "tlm", "rho": -0.4}
-            | {"replicates": None}
-            for b in (7, 9)
-        ]
+            {
+                "seed": s,
+                "model": "m",
+                "budget": b,
+                "calibration": "ppl_c4",
+                "kind": "ppl",
+                "rho": r,
+                "replicates": None,
+                "perplexity": np.array([1.0, 2.0, 3.0]),
+                "accuracy": np.array([0.5, 0.4, 0.3]),
+                "representatives": ["a", "b", "c"],
+            }
+            for (s, b), r in rhos.items()
+        ],
+        columns=RHO_CELL_COLUMNS,
     )
-    claims = decision_table(accuracy_ratio_rows({}, {}), rho, EMPTY_SETS, None, 0.5)
-    row = claims[claims["statistic"].str.startswith("TLM pruning")].iloc[0]
-    assert row["null_fail_probability"] == 0.25 and row["verdict"] == "uninformative"
+
+
+def test_the_negative_or_weak_claim_is_the_or_of_its_parts_and_noise_can_make_it_uninformative():
+    """Across seeds, perplexity pruning's claim is `either` of the mean-ρ test and the weak median;
+    a pass that null studies of the "or" reach more than 20 % of the time is uninformative, and rates
+    simulated for another strong_rho are not used."""
+    cells = ppl_cells({(0, 7): 0.2, (0, 9): -0.1, (1, 7): 0.1, (1, 9): -0.2})  # weak, not negative
+    claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5).set_index("statistic")
+    negative = claims.loc["perplexity pruning: mean ρ over (M, seed) cells (part 'negative': < 0)"]
+    weak = claims.loc["perplexity pruning: median ρ over cells (part 'weak': −0.5 < median < 0.5)"]
+    either_row = claims.loc[f"{EITHER_CLAIM} (claim: mean ρ < 0, or −0.5 < median ρ < 0.5)"]
+    assert (negative["verdict"], weak["verdict"], either_row["verdict"]) == ("inconclusive", "holds", "holds")
+    noisy = {EITHER_CLAIM: (0.5, 0.9, 0.1)}
+    claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5, noise=noisy)
+    row = claims[claims["statistic"].str.startswith(EITHER_CLAIM)].iloc[0]
+    assert row["verdict"] == "uninformative" and row["null_pass_probability"] == 0.9
+    assert claims[(claims["statistic"] == "claim") & (claims["claim"] == "5.3")]["verdict"].iloc[0] == "uninformative"
+    other = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.3, noise=noisy)
+    row = other[other["statistic"].str.startswith(EITHER_CLAIM)].iloc[0]
+    assert np.isnan(row["null_pass_probability"])  # simulated for 0.5, not 0.3
+    strong = ppl_cells({(0, 7): 0.9, (0, 9): 0.8, (1, 7): 0.7, (1, 9): 0.9})  # strong positive: neither part
+    claims = decision_table(accuracy_ratio_rows({}, {}), strong, EMPTY_SETS, None, 0.5)
+    row = claims[claims["statistic"].str.startswith(EITHER_CLAIM)].iloc[0]
+    # both parts fail: the median is strong, and the mean lies on the positive side with p = 1/36 + 1/(1 + draws)
+    # (each seed's two identical cells move together: both seeds must draw ρ = 1)
+    assert row["verdict"] == "does not hold"
 
 
 def unit_scores(values: dict[str, np.ndarray]) -> UnitScores:
@@ -344,8 +386,47 @@ def test_across_seeds_noise_rates_are_those_of_the_across_seeds_rule(monkeypatch
     monkeypatch.setattr(across_seeds, "noise_pass_fail", single_seed)
     monkeypatch.setattr(across_seeds, "across_seeds_verdict_rates", multi_seed)
     monkeypatch.setattr(across_seeds, "cell_grids", lambda summary, response, reps: [{"model": "m"}])
-    monkeypatch.setattr(across_seeds, "noise_cells", lambda samples, grids, kind: ["cell"])
+    monkeypatch.setattr(across_seeds, "noise_cells", lambda samples, grids, kind, tasks=None: ["cell"])
+    monkeypatch.setattr(across_seeds, "rho_cells", lambda summaries, reps: EMPTY_RHO)
     noise = across_seeds_noise({0: None, 1: None}, {0: "r", 1: "r"}, {0: "s", 1: "s"}, 2.0)
     ratio = "accuracy shift ratio calibration / algorithm, max over cells"
     assert noise[ratio] == {"0": (1.0, 0.0), "1": (1.0, 0.0), "two-stage": (0.0, 1.0)}
     assert calls == [[0, 1], [0, 1]]  # accuracy, then perplexity: every seed in one null study
+
+
+def test_every_accuracy_row_gets_an_informative_twin_and_a_changed_verdict_is_marked():
+    """The secondary analysis (docs/method.md §10): each accuracy row is followed by its twin on the
+    informative tasks, which never enters the claim; the row and its claim are marked when the twin's
+    verdict differs, and left unmarked when it agrees."""
+    primary = accuracy_ratio_rows(
+        {"0": "holds", "1": "holds", "two-stage": "holds"}, dict.fromkeys("01", (0.0, 0.0)) | {"two-stage": (0.0, 0.0)}
+    )
+    rates = dict.fromkeys(("0", "1", "two-stage"), (0.0, 0.0))
+    differs = accuracy_ratio_rows({"0": "holds", "1": "does not hold", "two-stage": "does not hold"}, rates)
+    cells = ppl_cells({(0, 7): 0.2, (0, 9): -0.1, (1, 7): 0.1, (1, 9): -0.2})
+    informative = {"two_stage": differs, "rho": cells, "noise": {}}
+    claims = decision_table(primary, cells, EMPTY_SETS, None, 0.5, informative=informative).set_index("statistic")
+    label = "accuracy: accuracy shift ratio calibration / algorithm, max over cells (claim: comparable)"
+    assert claims.loc[label, "verdict"] == "holds" and claims.loc[label, "changed_by_informative"] == "yes"
+    twin = claims.loc[label + ", informative tasks"]
+    assert twin["verdict"] == "does not hold" and twin["per_seed"] == "holds, does not hold"
+    by_claim = claims[claims.index == "claim"].set_index("claim")
+    assert by_claim.loc["5.2", "verdict"] == "holds" and by_claim.loc["5.2", "changed_by_informative"] == "yes"
+    # §5.3: the same cells on the informative tasks: every twin agrees, nothing is marked changed
+    either_label = f"{EITHER_CLAIM} (claim: mean ρ < 0, or −0.5 < median ρ < 0.5)"
+    assert claims.loc[either_label, "changed_by_informative"] == "no"
+    assert claims.loc[either_label + ", informative tasks", "verdict"] == claims.loc[either_label, "verdict"]
+    assert by_claim.loc["5.3", "changed_by_informative"] == "no"
+    assert claims.loc["perplexity pruning: cells with ρ < 0 (distinct sets)", "changed_by_informative"] == ""
+    # without the secondary analysis: no twins, no marks
+    plain = decision_table(primary, cells, EMPTY_SETS, None, 0.5)
+    assert not plain["statistic"].str.endswith(", informative tasks").any()
+    assert (plain["changed_by_informative"].fillna("") == "").all()
+
+
+def test_the_markdown_table_leaves_empty_cells_empty():
+    """A row without per-seed tests (the weak median, §5.1) shows an empty "seeds holding" cell, not nan."""
+    cells = ppl_cells({(0, 7): 0.2, (0, 9): -0.1, (1, 7): 0.1, (1, 9): -0.2})
+    claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5)
+    text = decision_markdown(claims, 2)
+    assert "nan" not in text and "part 'weak'" in text

@@ -27,7 +27,8 @@ two-stage verdicts from ``tables/seeds_two_stage.csv``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from math import comb
 
 import numpy as np
@@ -36,7 +37,7 @@ import pandas as pd
 from depthprune.errors import InputError
 from depthprune.io import parse_layers
 from depthprune.reporting.analysis.agreement import jaccard
-from depthprune.reporting.statistics.distinct import distinct_spearman_table
+from depthprune.reporting.statistics.distinct import distinct_sets, distinct_spearman_table
 from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL, across_seeds_verdict_rates
 from depthprune.reporting.statistics.two_stage import (
     ACCURACY_RATIO,
@@ -51,7 +52,7 @@ from depthprune.reporting.statistics.two_stage import (
     two_stage_pooled,
 )
 from depthprune.reporting.style import PAPER_CALIBRATIONS
-from depthprune.reporting.verdicts.alignment import rho_replicates
+from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO, either, rho_replicates
 from depthprune.reporting.verdicts.paper_shifts import (
     ORDER,
     accuracy_decision,
@@ -62,7 +63,17 @@ from depthprune.reporting.verdicts.paper_shifts import (
     regrid,
     threshold_side,
 )
+from depthprune.reporting.verdicts.rho_combination import ALPHA as MAGNITUDE_ALPHA
+from depthprune.reporting.verdicts.rho_combination import (
+    defined_cells,
+    either_noise_rates,
+    magnitude_test,
+    null_means,
+    representatives_of,
+    weak_verdict,
+)
 from depthprune.reporting.verdicts.rules import (
+    DESCRIPTIVE,
     FAILS,
     HOLDS,
     NOT_TESTABLE,
@@ -102,8 +113,10 @@ CLAIMS_COLUMNS = [
     "null_fail_probability",
     "verdict",
     "rule",
+    "changed_by_informative",
 ]
 PERPLEXITY_CLAIM = "perplexity: calibration dominates (both halves hold)"
+EITHER_CLAIM = "perplexity pruning: negative or weak"  # §5.3's "or" (docs/method.md §7, §10)
 
 
 def per_seed_statistics(summary: pd.DataFrame, reps) -> dict[tuple, tuple[float, np.ndarray]]:
@@ -177,58 +190,125 @@ def across_seeds_noise(
     reps: Mapping[int, object],
     samples: Mapping[int, pd.DataFrame | None],
     band: float,
+    strong_rho: float = DEFAULT_STRONG_RHO,
+    tasks: dict | None = None,
+    with_perplexity: bool = True,
 ) -> dict:
     """The noise rates of the verdicts that carry one: ``{ACCURACY_RATIO: {seed label: (pass, fail)},
-    PERPLEXITY_CLAIM: (pass, fail)}``. A seed's label ("0", ...) gets its own single-seed rule's rates
-    (its null studies, as its observations row); TWO_STAGE and the perplexity claim get those of the
-    across-seeds rule (``noise_null.across_seeds_verdict_rates``). Empty without per-document results."""
+    PERPLEXITY_CLAIM: (pass, fail), EITHER_CLAIM: (strong_rho, pass, fail)}``. A seed's label ("0",
+    ...) gets its own single-seed rule's rates (its null studies, as its observations row); TWO_STAGE,
+    the perplexity claim and §5.3's "negative or weak" get those of the across-seeds rule
+    (``noise_null.across_seeds_verdict_rates``). ``tasks`` (model -> tasks) restricts accuracy to
+    those tasks (the informative-task twin); ``with_perplexity`` False leaves out the §5.2 perplexity
+    claim, which reads no accuracy. Empty without per-document results."""
     seeds = sorted(summaries)
     if any(samples.get(s) is None or reps.get(s) is None for s in seeds):
         return {}
-    tests = two_stage_tests(band)  # the two-stage rows' own tests (``two_stage_table``)
     out: dict = {}
+    accuracy = accuracy_ratio_rates(summaries, reps, samples, band, tasks)
+    if accuracy is not None:
+        out[ACCURACY_RATIO] = accuracy
+    perplexity = perplexity_claim_rates(summaries, reps, samples, band) if with_perplexity else None
+    if perplexity is not None:
+        out[PERPLEXITY_CLAIM] = perplexity
+    ppl_cells = rho_cells(summaries, reps)
+    ppl_cells = ppl_cells[ppl_cells["kind"] == "ppl"]
+    if len(seeds) > 1 and not defined_cells(ppl_cells).empty:
+        # Stored with the threshold it was simulated for: a table with another strong_rho leaves it out.
+        out[EITHER_CLAIM] = (strong_rho, *either_noise_rates(ppl_cells, summaries, samples, strong_rho, tasks))
+    return out
+
+
+def accuracy_ratio_rates(summaries, reps, samples, band: float, tasks: dict | None = None) -> dict | None:
+    """The pooled accuracy ratio's (pass, fail) rates per seed label: each seed's single-seed rule on
+    its own null studies, and TWO_STAGE the across-seeds rule (a t interval over seeds in the band)
+    on null studies of the whole study; None without every seed's cell grids."""
+    seeds = sorted(summaries)
+    tests = two_stage_tests(band)  # the two-stage rows' own tests (``two_stage_table``)
     accuracy = {s: cell_grids(summaries[s], "avg_accuracy_points", reps[s]) for s in seeds}
-    if all(accuracy.values()):
-        rates = {
-            str(s): noise_pass_fail(
-                samples[s], accuracy[s], "accuracy", lambda g: accuracy_decision(g, band), rule=accuracy_rule_name(band)
-            )
-            for s in seeds
-        }
-        cells = {s: noise_cells(samples[s], accuracy[s], "accuracy") for s in seeds}
-        if len(seeds) > 1 and all(c is not None for c in cells.values()):
-            transform = noise_transform("accuracy")
+    if not all(accuracy.values()):
+        return None
+    rates = {
+        str(s): noise_pass_fail(
+            samples[s],
+            accuracy[s],
+            "accuracy",
+            lambda g: accuracy_decision(g, band),
+            tasks=tasks,
+            rule=accuracy_rule_name(band),
+        )
+        for s in seeds
+    }
+    cells = {s: noise_cells(samples[s], accuracy[s], "accuracy", tasks) for s in seeds}
+    if len(seeds) > 1 and all(c is not None for c in cells.values()):
+        transform = noise_transform("accuracy")
 
-            def accuracy_rule(observed, replicates):
-                ratios = {s: pooled_ratio(regrid(accuracy[s], observed[s], replicates[s], transform)) for s in observed}
-                result = two_stage({s: r[0] for s, r in ratios.items()}, {s: r[1] for s, r in ratios.items()})
-                return tests[ACCURACY_RATIO](result.ci_low, result.ci_high)["verdict"]
+        def accuracy_rule(observed, replicates):
+            ratios = {s: pooled_ratio(regrid(accuracy[s], observed[s], replicates[s], transform)) for s in observed}
+            result = two_stage({s: r[0] for s, r in ratios.items()}, {s: r[1] for s, r in ratios.items()})
+            return tests[ACCURACY_RATIO](result.ci_low, result.ci_high)["verdict"]
 
-            found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
-            rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
-        out[ACCURACY_RATIO] = rates
+        found = across_seeds_verdict_rates(cells, accuracy_rule, "accuracy")
+        rates[TWO_STAGE] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
+    return rates
+
+
+def perplexity_claim_rates(summaries, reps, samples, band: float) -> tuple[float, float] | None:
+    """(pass, fail) of the §5.2 perplexity claim across seeds on null studies of the whole study,
+    judged by the across-seeds rule (each condition's two-stage interval, each half in most
+    conditions); None with one seed or without every seed's per-document perplexities."""
+    seeds = sorted(summaries)
+    tests = two_stage_tests(band)
     perplexity = {s: cell_grids(summaries[s], "log10_avg_perplexity", reps[s]) for s in seeds}
     cells = {s: noise_cells(samples[s], perplexity[s], "perplexity") if perplexity[s] else None for s in seeds}
-    if len(seeds) > 1 and all(c is not None for c in cells.values()):
-        transform = noise_transform("perplexity")
+    if len(seeds) < 2 or any(c is None for c in cells.values()):
+        return None
+    transform = noise_transform("perplexity")
 
-        def perplexity_rule(observed, replicates):
-            values: dict[tuple, tuple[dict, dict]] = {}
-            for s in observed:
-                for g in regrid(perplexity[s], observed[s], replicates[s], transform):
-                    for kind, condition, value, rep in condition_values(g):
-                        slot = values.setdefault((kind, g["model"], g["budget"], condition), ({}, {}))
-                        slot[0][s], slot[1][s] = value, rep
-            verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
-            for (kind, *_), (value, rep) in values.items():
-                result = two_stage(value, rep)
-                test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
-                verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
-            return perplexity_claim(verdicts["calibration shift"], verdicts["algorithm spread"])[2]
+    def perplexity_rule(observed, replicates):
+        values: dict[tuple, tuple[dict, dict]] = {}
+        for s in observed:
+            for g in regrid(perplexity[s], observed[s], replicates[s], transform):
+                for kind, condition, value, rep in condition_values(g):
+                    slot = values.setdefault((kind, g["model"], g["budget"], condition), ({}, {}))
+                    slot[0][s], slot[1][s] = value, rep
+        verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
+        for (kind, *_), (value, rep) in values.items():
+            result = two_stage(value, rep)
+            test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
+            verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
+        return perplexity_claim(verdicts["calibration shift"], verdicts["algorithm spread"])[2]
 
-        found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
-        out[PERPLEXITY_CLAIM] = (found.get(HOLDS, 0.0), found.get(FAILS, 0.0))
-    return out
+    found = across_seeds_verdict_rates(cells, perplexity_rule, "perplexity")
+    return found.get(HOLDS, 0.0), found.get(FAILS, 0.0)
+
+
+def informative_across_seeds(
+    summaries: Mapping[int, pd.DataFrame],
+    reps: Mapping[int, object],
+    samples: Mapping[int, pd.DataFrame | None],
+    found,
+    band: float,
+    strong_rho: float = DEFAULT_STRONG_RHO,
+) -> dict:
+    """The secondary analysis across seeds (docs/method.md §10): the two-stage table, ρ cells and
+    noise rates of every accuracy statistic on each run's mean over the informative tasks
+    (``found``: ``informative.InformativeTasks``, from the first seed's dense model), for
+    ``decision_table(informative=...)``."""
+    from depthprune.reporting.statistics.informative import informative_view
+
+    views = {s: informative_view(summaries[s], reps[s], found) for s in sorted(summaries)}
+    view_summaries = {s: v[0] for s, v in views.items()}
+    view_reps = {s: v[1] for s, v in views.items()}
+    noise = across_seeds_noise(
+        view_summaries, view_reps, samples, band, strong_rho, tasks=found.tasks, with_perplexity=False
+    )
+    return {
+        "two_stage": two_stage_table(view_summaries, view_reps, band, noise),
+        "rho": rho_cells(view_summaries, view_reps),
+        "noise": noise,
+        "tasks": found.label(),
+    }
 
 
 def _verdict(verdict: str) -> dict[str, str]:
@@ -238,9 +318,24 @@ def _verdict(verdict: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- §5.3: signs over cells
 
 
+RHO_CELL_COLUMNS = [
+    "seed",
+    "model",
+    "budget",
+    "calibration",
+    "kind",
+    "rho",
+    "replicates",
+    "perplexity",
+    "accuracy",
+    "representatives",
+]
+
+
 def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object]) -> pd.DataFrame:
-    """One row per (seed, model, M, calibration) of the paper's calibrations: ρ on distinct sets and
-    its document replicates (``replicates``: (B,) array or None)."""
+    """One row per (seed, model, M, calibration) of the paper's calibrations: ρ on distinct sets, its
+    document replicates (``replicates``: (B,) array or None) and the distinct sets' design (their
+    average perplexities and accuracies, and the algorithm representing each: ``rho_combination``)."""
     rows = []
     for seed in sorted(summaries):
         summary = summaries[seed]
@@ -250,6 +345,7 @@ def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object])
             group = pruned[
                 (pruned["model"] == r.model) & (pruned["budget"] == r.budget) & (pruned["calibration"] == r.calibration)
             ]
+            sets = distinct_sets(group)
             rows.append(
                 {
                     "seed": seed,
@@ -259,9 +355,12 @@ def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object])
                     "kind": r.calibration_kind,
                     "rho": r.rho,
                     "replicates": rho_replicates(group, reps.get(seed) if reps else None),
+                    "perplexity": sets["avg_perplexity"].to_numpy(dtype=float),
+                    "accuracy": sets["avg_accuracy"].to_numpy(dtype=float),
+                    "representatives": representatives_of(sets["algorithms"]),
                 }
             )
-    return pd.DataFrame(rows, columns=["seed", "model", "budget", "calibration", "kind", "rho", "replicates"])
+    return pd.DataFrame(rows, columns=RHO_CELL_COLUMNS)
 
 
 def cells_needed(n_cells: int, level: float = ALPHA) -> int:
@@ -378,62 +477,84 @@ def sets_across_seeds(selections: Mapping[int, pd.DataFrame], draws: int = SETS_
 # --------------------------------------------------------------------------- the decision table
 
 
-def decision_table(
-    two_stage: pd.DataFrame,
-    rho: pd.DataFrame,
-    sets: pd.DataFrame,
-    per_seed_verdicts: pd.DataFrame | None,
-    strong_rho: float,
-    n_resamples: int = 10_000,
-    noise: Mapping | None = None,
-) -> pd.DataFrame:
-    """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
-    verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
-    seed's verdict (``per_seed``, in seed order); one ``claim`` row per paper claim with its per-seed
-    verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
-    of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
-    gives the perplexity claim's noise rates."""
-    noise = noise or {}
-    rows: list[dict] = []
-    pooled = two_stage[two_stage["seed"] == TWO_STAGE]
-    singles = two_stage[two_stage["seed"] != TWO_STAGE]
+@dataclass(frozen=True)
+class ClaimsInputs:
+    """What the decision table's row builders read: the two-stage table (``two_stage_table``), ρ per
+    (seed, M) cell (``rho_cells``), §5.1 across seeds (``sets_across_seeds``), the per-seed claim
+    verdicts (``seeds.verdicts_by_seed``), the weak-alignment threshold, the pooled interval's
+    resamples and the noise rates (``across_seeds_noise``)."""
 
-    def statistic_row(claim: str, r, label: str) -> dict:
-        mine = singles[
-            (singles["model"] == r.model)
-            & (singles["budget"] == r.budget)
-            & (singles["statistic"] == r.statistic)
-            & (singles["condition"] == r.condition)
-        ]
-        verdicts = list(mine.sort_values("seed", key=lambda seed: seed.astype(int))["verdict"])
-        return {
-            "claim": claim,
-            "statistic": label,
-            "n_seeds": int(r.n_seeds),
-            "estimate": r.estimate,
-            "ci_low": r.ci_low,
-            "ci_high": r.ci_high,
-            "seed_variance": r.seed_variance,
-            "document_variance": r.document_variance,
-            "seeds_holding": f"{verdicts.count(HOLDS)} of {len(verdicts)}",
-            "per_seed": ", ".join(verdicts),
-            "null_pass_probability": getattr(r, "null_pass_probability", np.nan),
-            "null_fail_probability": getattr(r, "null_fail_probability", np.nan),
-            "verdict": r.verdict,
-            "rule": "two-stage interval (t over seeds, documents shared)",
-        }
+    two_stage: pd.DataFrame
+    rho: pd.DataFrame
+    sets: pd.DataFrame
+    per_seed_verdicts: pd.DataFrame | None = None
+    strong_rho: float = 0.5
+    n_resamples: int = 10_000
+    noise: Mapping = field(default_factory=dict)
 
+    @property
+    def pooled(self) -> pd.DataFrame:
+        return self.two_stage[self.two_stage["seed"] == TWO_STAGE]
+
+    @property
+    def singles(self) -> pd.DataFrame:
+        return self.two_stage[self.two_stage["seed"] != TWO_STAGE]
+
+
+# A row whose verdict enters its claim's verdict carries ENTERS_CLAIM: True (a key that is not a
+# column of seeds_claims.csv, so the table drops it).
+ENTERS_CLAIM = "enters_claim"
+
+
+def statistic_row(inputs: ClaimsInputs, claim: str, r, label: str) -> dict:
+    """One two-stage statistic's row: its cross-seed estimate, interval, components and verdict, and
+    each seed's verdict of the same statistic."""
+    singles = inputs.singles
+    mine = singles[
+        (singles["model"] == r.model)
+        & (singles["budget"] == r.budget)
+        & (singles["statistic"] == r.statistic)
+        & (singles["condition"] == r.condition)
+    ]
+    verdicts = list(mine.sort_values("seed", key=lambda seed: seed.astype(int))["verdict"])
+    return {
+        "claim": claim,
+        "statistic": label,
+        "n_seeds": int(r.n_seeds),
+        "estimate": r.estimate,
+        "ci_low": r.ci_low,
+        "ci_high": r.ci_high,
+        "seed_variance": r.seed_variance,
+        "document_variance": r.document_variance,
+        "seeds_holding": f"{verdicts.count(HOLDS)} of {len(verdicts)}",
+        "per_seed": ", ".join(verdicts),
+        "null_pass_probability": getattr(r, "null_pass_probability", np.nan),
+        "null_fail_probability": getattr(r, "null_fail_probability", np.nan),
+        "verdict": r.verdict,
+        "rule": "two-stage interval (t over seeds, documents shared)",
+    }
+
+
+def gap_rows(inputs: ClaimsInputs) -> list[dict]:
+    """The TLM − perplexity gap per (model, M): its two-stage interval excludes zero."""
+    pooled = inputs.pooled
+    rows = []
     for r in pooled[pooled["statistic"] == GAP].itertuples(index=False):
-        row = statistic_row("gap", r, f"{r.model} M={r.budget}: {GAP}")
+        row = statistic_row(inputs, "gap", r, f"{r.model} M={r.budget}: {GAP}")
         row["rule"] = "two-stage interval excludes 0 (direction: " + (r.direction or "none") + ")"
         rows.append(row)
-    claim_verdicts: dict[str, list[str]] = {"5.1": [], "5.2": [], "5.3": []}
-    # §5.2 perplexity: each condition on its two-stage interval, each half in most conditions.
-    halves = {}
+    return rows
+
+
+def perplexity_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.2 perplexity: each condition on its two-stage interval, each half in most conditions, and
+    the claim (both halves) with the across-seeds rule's noise rates."""
+    pooled = inputs.pooled
+    rows, halves = [], {}
     for statistic in (CALIBRATION_SHIFT, ALGORITHM_SPREAD):
         chosen = pooled[pooled["statistic"] == statistic]
         for r in chosen.itertuples(index=False):
-            rows.append(statistic_row("5.2", r, f"{r.model} M={r.budget} {r.condition}: {statistic}"))
+            rows.append(statistic_row(inputs, "5.2", r, f"{r.model} M={r.budget} {r.condition}: {statistic}"))
         if len(chosen):
             halves[statistic] = most(list(chosen["verdict"]))
             verdicts = list(chosen["verdict"])
@@ -452,9 +573,7 @@ def decision_table(
     if len(halves) == 2:
         conditions = {statistic: list(pooled.loc[pooled["statistic"] == statistic, "verdict"]) for statistic in halves}
         claim = perplexity_claim(conditions[CALIBRATION_SHIFT], conditions[ALGORITHM_SPREAD])[2]
-        null_pass, null_fail = noise.get(PERPLEXITY_CLAIM, (np.nan, np.nan))
-        claim = uninformative_under_noise(claim, null_pass, null_fail)
-        claim_verdicts["5.2"].append(claim)
+        null_pass, null_fail = inputs.noise.get(PERPLEXITY_CLAIM, (np.nan, np.nan))
         rows.append(
             {
                 "claim": "5.2",
@@ -462,124 +581,264 @@ def decision_table(
                 "n_seeds": int(pooled["n_seeds"].max()),
                 "null_pass_probability": null_pass,
                 "null_fail_probability": null_fail,
-                "verdict": claim,
+                "verdict": uninformative_under_noise(claim, null_pass, null_fail),
                 "rule": "both halves hold; uninformative when null studies of the across-seeds rule reach the "
                 f"verdict > {UNINFORMATIVE_LEVEL:.0%}",
+                ENTERS_CLAIM: True,
             }
         )
+    return rows
+
+
+def accuracy_ratio_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.2 accuracy: the pooled shift ratio's two-stage interval in the comparable band."""
+    pooled = inputs.pooled
+    rows = []
     for r in pooled[pooled["statistic"] == ACCURACY_RATIO].itertuples(index=False):
-        row = statistic_row("5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
+        row = statistic_row(inputs, "5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
         row["rule"] = (
             f"two-stage interval in the band; uninformative when null studies of the across-seeds rule "
             f"reach the verdict > {UNINFORMATIVE_LEVEL:.0%}"
         )
+        row[ENTERS_CLAIM] = True
         rows.append(row)
-        claim_verdicts["5.2"].append(row["verdict"])
-    # §5.3: signs over the (M, seed) cells, and the median under perplexity pruning.
-    for kind, sign, label in (
-        ("tlm", 1, "TLM pruning: cells with ρ > 0"),
-        ("ppl", -1, "perplexity pruning: cells with ρ < 0"),
-    ):
-        cells = rho[rho["kind"] == kind]
-        if cells.empty:
-            continue
-        verdict, claimed, other, n = sign_count_verdict(cells["rho"].to_numpy(dtype=float), sign)
-        # Fair-coin signs reach either side's count equally often.
-        noise_rate = sign_count_noise_probability(n)
-        verdict = uninformative_under_noise(verdict, noise_rate, noise_rate)
-        claim_verdicts["5.3"].append(verdict)
+    return rows
+
+
+def sign_count_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
+    """§5.3's sign count over the (M, seed) cells: a description (the first rule's test, with the
+    count it needed and fair-coin signs' chance of reaching it); the mean ρ decides."""
+    verdict, claimed, other, n = sign_count_verdict(cells["rho"].to_numpy(dtype=float), sign)
+    noise_rate = sign_count_noise_probability(n)  # fair-coin signs reach either side's count equally often
+    return {
+        "claim": "5.3",
+        "statistic": f"{label} (distinct sets)",
+        "n_seeds": int(cells["seed"].nunique()),
+        "estimate": claimed,
+        "seeds_holding": "",
+        "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
+        "null_pass_probability": noise_rate,
+        "null_fail_probability": noise_rate,
+        "verdict": DESCRIPTIVE,
+        "rule": f"description ({other} of the other sign; the first rule needed {cells_needed(n)} of {n} cells, "
+        f"noise {noise_rate:.1%}, and would say {verdict}); the mean ρ decides",
+    }
+
+
+def magnitude_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
+    """The mean ρ over the (M, seed) cells against the joint within-seed permutation null
+    (``rho_combination``): the claimed sign's verdict, its p-values and noise rates."""
+    cells = defined_cells(cells)
+    mean = float(np.mean(cells["rho"]))
+    test = magnitude_test(mean, null_means(cells), sign)
+    side = "> 0" if sign > 0 else "< 0"
+    return {
+        "claim": "5.3",
+        "statistic": label.format(side=side),
+        "n_seeds": int(cells["seed"].nunique()),
+        "estimate": mean,
+        "seeds_holding": "",
+        "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
+        "null_pass_probability": test["null_pass_probability"],
+        "null_fail_probability": test["null_fail_probability"],
+        "verdict": uninformative_under_noise(
+            test["verdict"], test["null_pass_probability"], test["null_fail_probability"]
+        ),
+        "rule": f"one-sided p ≤ {MAGNITUDE_ALPHA:g} on the claimed side holds, on the other does not hold (p claimed "
+        f"{test['p_claimed']:.4f}, other {test['p_other']:.4f}; {len(cells)} cells, a seed's cells permuted jointly)",
+    }
+
+
+def pooled_median(cells: pd.DataFrame, n_resamples: int) -> tuple[float, float, float]:
+    """(median ρ over every (M, seed) cell, its pooled two-stage interval); no interval without every
+    cell's replicates."""
+    by_seed = {}
+    for seed, group in cells.groupby("seed"):
+        reps = [r for r in group["replicates"] if r is not None]
+        if len(reps) == len(group):
+            by_seed[int(seed)] = (group["rho"].to_numpy(dtype=float), np.stack(reps, axis=1))
+    if not by_seed:
+        return float(np.median(cells["rho"])), np.nan, np.nan
+    return two_stage_pooled(by_seed, np.median, n_resamples)
+
+
+def median_row(cells: pd.DataFrame, inputs: ClaimsInputs) -> dict:
+    """The weak part of "negative or weak": the pooled median's interval inside (−strong, strong)."""
+    estimate, lo, hi = pooled_median(cells, inputs.n_resamples)
+    return {
+        "claim": "5.3",
+        "statistic": f"perplexity pruning: median ρ over cells (part 'weak': −{inputs.strong_rho:g} < median < {inputs.strong_rho:g})",
+        "n_seeds": int(cells["seed"].nunique()),
+        "estimate": estimate,
+        "ci_low": lo,
+        "ci_high": hi,
+        "per_seed": ", ".join(f"{float(np.median(g['rho'])):+.2f}" for _, g in cells.groupby("seed", sort=True)),
+        "verdict": weak_verdict(lo, hi, estimate, inputs.strong_rho),
+        "rule": "pooled two-stage interval inside (−strong, strong); a part of the 'or', not in the claim",
+    }
+
+
+def either_row(negative: dict, weak: dict, inputs: ClaimsInputs) -> dict:
+    """Perplexity pruning's claim, "negative or weak": ``either`` of its parts, with the noise rates
+    of the whole "or" rule (``across_seeds_noise``)."""
+    strong, null_pass, null_fail = inputs.noise.get(EITHER_CLAIM, (inputs.strong_rho, np.nan, np.nan))
+    if strong != inputs.strong_rho:
+        null_pass = null_fail = np.nan
+    claim = either(negative["verdict"], weak["verdict"])
+    return {
+        "claim": "5.3",
+        "statistic": f"{EITHER_CLAIM} (claim: mean ρ < 0, or −{inputs.strong_rho:g} < median ρ < {inputs.strong_rho:g})",
+        "n_seeds": negative["n_seeds"],
+        "seeds_holding": "",
+        "per_seed": f"negative: {negative['verdict']}; weak: {weak['verdict']}",
+        "null_pass_probability": null_pass,
+        "null_fail_probability": null_fail,
+        "verdict": uninformative_under_noise(claim, null_pass, null_fail),
+        "rule": "holds when either part holds, does not hold when both do not; uninformative when null "
+        f"studies of the 'or' rule reach the verdict > {UNINFORMATIVE_LEVEL:.0%}",
+        ENTERS_CLAIM: True,
+    }
+
+
+def alignment_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.3 across seeds: TLM pruning's mean ρ > 0 (the claim); perplexity pruning's "negative or
+    weak" and its two parts; the sign counts as description."""
+    rows = []
+    rho = inputs.rho
+    tlm = rho[rho["kind"] == "tlm"]
+    if not defined_cells(tlm).empty:
         rows.append(
-            {
-                "claim": "5.3",
-                "statistic": f"{label} (distinct sets)",
-                "n_seeds": int(cells["seed"].nunique()),
-                "estimate": claimed,
-                "seeds_holding": "",
-                "per_seed": ", ".join(f"{x:+.2f}" for x in cells["rho"]),
-                "null_pass_probability": noise_rate,
-                "null_fail_probability": noise_rate,
-                "verdict": verdict,
-                "rule": f"at least {cells_needed(n)} of {n} (M, seed) cells ({other} of the other sign; "
-                f"noise passes {sign_count_noise_probability(n):.1%})",
-            }
+            {**magnitude_row(tlm, 1, "TLM pruning: mean ρ over (M, seed) cells (claim: {side})"), ENTERS_CLAIM: True}
         )
-        if kind == "ppl":
-            by_seed = {}
-            for seed, group in cells.groupby("seed"):
-                reps = [r for r in group["replicates"] if r is not None]
-                if len(reps) == len(group):
-                    by_seed[int(seed)] = (group["rho"].to_numpy(dtype=float), np.stack(reps, axis=1))
-            estimate, lo, hi = (
-                two_stage_pooled(by_seed, np.median, n_resamples)
-                if by_seed
-                else (float(np.median(cells["rho"])), np.nan, np.nan)
-            )
-            weak = _weak_alignment(lo, hi, estimate, strong_rho)
-            claim_verdicts["5.3"].append(weak)
-            rows.append(
-                {
-                    "claim": "5.3",
-                    "statistic": f"perplexity pruning: median ρ over cells (claim: −{strong_rho:g} < median < 0)",
-                    "n_seeds": int(cells["seed"].nunique()),
-                    "estimate": estimate,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "per_seed": ", ".join(
-                        f"{float(np.median(g['rho'])):+.2f}" for _, g in cells.groupby("seed", sort=True)
-                    ),
-                    "verdict": weak,
-                    "rule": "pooled two-stage interval inside (−strong, 0)",
-                }
-            )
-    for r in sets.itertuples(index=False):
-        claim_verdicts["5.1"].append(r.verdict)
-        rows.append(
-            {
-                "claim": "5.1",
-                "statistic": f"{r.model} M={r.budget}: mean Jaccard within − across, averaged over seeds",
-                "n_seeds": int(r.n_seeds),
-                "estimate": r.estimate,
-                "per_seed": ", ".join(f"{x:+.2f}" for x in r.per_seed),
-                "null_pass_probability": r.null_pass_probability,
-                "null_fail_probability": r.null_fail_probability,
-                "verdict": r.verdict,
-                "rule": f"> 0 with label-swap p < {ALPHA:g} (p = {r.p_value:.4f}, flips in every seed)",
-            }
-        )
-    for claim, verdicts in claim_verdicts.items():
+        rows.append(sign_count_row(tlm, 1, "TLM pruning: cells with ρ > 0"))
+    ppl = rho[rho["kind"] == "ppl"]
+    if not defined_cells(ppl).empty:
+        negative = magnitude_row(ppl, -1, "perplexity pruning: mean ρ over (M, seed) cells (part 'negative': {side})")
+        weak = median_row(defined_cells(ppl), inputs)
+        rows += [
+            either_row(negative, weak, inputs),
+            negative,
+            weak,
+            sign_count_row(ppl, -1, "perplexity pruning: cells with ρ < 0"),
+        ]
+    return rows
+
+
+def sets_rows(inputs: ClaimsInputs) -> list[dict]:
+    """§5.1: within − across Jaccard averaged over the seeds, against its label-swap null."""
+    return [
+        {
+            "claim": "5.1",
+            "statistic": f"{r.model} M={r.budget}: mean Jaccard within − across, averaged over seeds",
+            "n_seeds": int(r.n_seeds),
+            "estimate": r.estimate,
+            "per_seed": ", ".join(f"{x:+.2f}" for x in r.per_seed),
+            "null_pass_probability": r.null_pass_probability,
+            "null_fail_probability": r.null_fail_probability,
+            "verdict": r.verdict,
+            "rule": f"> 0 with label-swap p < {ALPHA:g} (p = {r.p_value:.4f}, flips in every seed)",
+            ENTERS_CLAIM: True,
+        }
+        for r in inputs.sets.itertuples(index=False)
+    ]
+
+
+def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
+    """One row per claim: the cross-seed verdict (``combine`` over the rows that enter it) beside
+    each seed's own verdict of the claim."""
+    out = []
+    for claim in ("5.1", "5.2", "5.3"):
+        entering = [row for row in rows if row["claim"] == claim and row.get(ENTERS_CLAIM)]
+        verdict = combine([row["verdict"] for row in entering])
+        twin_verdict = combine([row.get(TWIN, row["verdict"]) for row in entering])
+        per_seed = inputs.per_seed_verdicts
         seed_rows = (
-            per_seed_verdicts[(per_seed_verdicts["claim"] == claim) & (per_seed_verdicts["seed"] != "every seed")]
-            if per_seed_verdicts is not None
+            per_seed[(per_seed["claim"] == claim) & (per_seed["seed"] != "every seed")]
+            if per_seed is not None
             else pd.DataFrame(columns=["verdict"])
         )
         single = list(seed_rows["verdict"])
-        rows.append(
+        out.append(
             {
                 "claim": claim,
                 "statistic": "claim",
                 "n_seeds": len(single) or None,
                 "seeds_holding": f"{single.count(HOLDS)} of {len(single)}" if single else "",
                 "per_seed": ", ".join(single),
-                "verdict": combine(verdicts),
+                "verdict": verdict,
                 "rule": "docs/method.md §10",
+                "changed_by_informative": ""
+                if not any(TWIN in row for row in entering)
+                else "yes"
+                if twin_verdict != verdict
+                else "no",
             }
         )
-    return pd.DataFrame(rows, columns=CLAIMS_COLUMNS)
+    return out
 
 
-def _weak_alignment(lo: float, hi: float, value: float, strong_rho: float) -> str:
-    """The weak-alignment test on an interval: holds inside (−strong, 0), does not hold when wholly
-    outside it, else inconclusive; without an interval the value decides."""
-    low, high = -strong_rho, 0.0
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        if not np.isfinite(value):
-            return UNSURE
-        return HOLDS if low < value < high else FAILS
-    if low < lo and hi < high:
-        return HOLDS
-    if hi <= low or lo >= high:
-        return FAILS
-    return UNSURE
+# The row builders, in the table's order. Each is a function of ClaimsInputs alone; rows built
+# elsewhere (``decision_table(extra_rows=...)``: e.g. §5.2 variance components, §5.1 draw
+# stability) follow them, before the claim rows.
+ROW_BUILDERS = (gap_rows, perplexity_rows, accuracy_ratio_rows, alignment_rows, sets_rows)
+# The builders whose rows read accuracy: each gets an informative-task twin (docs/method.md §10).
+ACCURACY_BUILDERS = (gap_rows, accuracy_ratio_rows, alignment_rows)
+
+
+def decision_table(
+    two_stage: pd.DataFrame,
+    rho: pd.DataFrame,
+    sets: pd.DataFrame,
+    per_seed_verdicts: pd.DataFrame | None,
+    strong_rho: float,
+    n_resamples: int = 10_000,
+    noise: Mapping | None = None,
+    extra_rows: Sequence[dict] = (),
+    informative: Mapping | None = None,
+) -> pd.DataFrame:
+    """``tables/seeds_claims.csv``: per claim and statistic the cross-seed estimate, interval and
+    verdict under §10's rule, the number of seeds whose own interval passes the same test, and each
+    seed's verdict (``per_seed``, in seed order); one ``claim`` row per paper claim with its per-seed
+    verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
+    of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
+    gives the perplexity claim's noise rates. ``extra_rows`` (seeds_claims.csv's columns; a row with
+    ``ENTERS_CLAIM`` true enters its claim's verdict) are appended after ROW_BUILDERS' rows.
+    ``informative`` (``informative_across_seeds``) adds after each accuracy row its informative-task
+    twin, and marks in ``changed_by_informative`` the rows (claims included) whose verdict it changes."""
+    inputs = ClaimsInputs(two_stage, rho, sets, per_seed_verdicts, strong_rho, n_resamples, noise or {})
+    twins = None
+    if informative is not None:
+        twins = ClaimsInputs(
+            informative["two_stage"], informative["rho"], sets, None, strong_rho, n_resamples, informative["noise"]
+        )
+    rows = []
+    for build in ROW_BUILDERS:
+        built = build(inputs)
+        rows += with_twins(built, build(twins)) if twins is not None and build in ACCURACY_BUILDERS else built
+    rows += list(extra_rows)
+    return pd.DataFrame(rows + claim_rows(inputs, rows), columns=CLAIMS_COLUMNS)
+
+
+INFORMATIVE_SCOPE = ", informative tasks"
+TWIN = "twin"  # a twin row's key: the verdict it gives in place of its primary row's (not a column)
+
+
+def with_twins(primary: list[dict], twins: list[dict]) -> list[dict]:
+    """Each primary row followed by its informative-task twin (same statistic, scoped
+    INFORMATIVE_SCOPE; never entering a claim), the primary row's ``changed_by_informative`` saying
+    whether the twin's verdict differs. A row the twin analysis cannot compute gets no twin."""
+    by_statistic = {row["statistic"]: row for row in twins}
+    out = []
+    for row in primary:
+        twin = by_statistic.get(row["statistic"])
+        if twin is None:
+            out.append(row)
+            continue
+        changed = "" if row["verdict"] == DESCRIPTIVE else "yes" if twin["verdict"] != row["verdict"] else "no"
+        out.append({**row, "changed_by_informative": changed, TWIN: twin["verdict"]})
+        twin = {k: v for k, v in twin.items() if k != ENTERS_CLAIM}
+        out.append({**twin, "statistic": row["statistic"] + INFORMATIVE_SCOPE, "changed_by_informative": ""})
+    return out
 
 
 def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | None = None) -> str:
@@ -596,13 +855,15 @@ def decision_markdown(claims: pd.DataFrame, n_seeds: int, seeds_planned: int | N
         f"{n_seeds} seeds.{partial} Per claim, the verdict across seeds and each seed's own verdict "
         "(tables/seeds_claims.csv; every statistic per seed and two-stage: tables/seeds_two_stage.csv).",
         "",
-        "| claim | statistic | estimate | interval | seeds holding | verdict |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| claim | statistic | estimate | interval | seeds holding | verdict | changed on informative tasks |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in claims.itertuples(index=False):
         if CALIBRATION_SHIFT in r.statistic or ALGORITHM_SPREAD in r.statistic:
             continue  # one row per condition: in the CSV
         estimate = "" if pd.isna(r.estimate) else f"{r.estimate:.3g}"
         ci = "" if pd.isna(r.ci_low) else f"[{r.ci_low:.3g}, {r.ci_high:.3g}]"
-        lines.append(f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {r.seeds_holding or ''} | {r.verdict} |")
+        changed = "" if pd.isna(r.changed_by_informative) else r.changed_by_informative
+        holding = "" if pd.isna(r.seeds_holding) else r.seeds_holding  # a row without per-seed tests has none
+        lines.append(f"| {r.claim} | {r.statistic} | {estimate} | {ci} | {holding} | {r.verdict} | {changed} |")
     return "\n".join(lines) + "\n"
