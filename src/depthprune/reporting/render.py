@@ -39,6 +39,7 @@ from depthprune.reporting.figures.figure_seeds import figure_seeds
 from depthprune.reporting.statistics.baselines import average_baseline, average_chance, task_baselines
 from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, document_replicates
 from depthprune.reporting.statistics.distinct import distinct_spearman_table
+from depthprune.reporting.statistics.floor import floor_markdown, floor_tests
 from depthprune.reporting.statistics.informative import (
     contrast_pairs,
     find_informative_tasks,
@@ -52,9 +53,15 @@ from depthprune.reporting.verdicts.across_seeds import (
     across_seeds_noise,
     decision_markdown,
     decision_table,
+    informative_across_seeds,
     rho_cells,
     sets_across_seeds,
     two_stage_table,
+)
+from depthprune.reporting.verdicts.across_seeds_variance import (
+    draw_agreement,
+    draw_stability_rows,
+    variance_component_rows,
 )
 from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO
 from depthprune.reporting.verdicts.controls import control_comparison, prior_artifact_answer
@@ -220,11 +227,20 @@ class RenderJob:
             summaries = {s: paper_only(for_seed(agg.summary, s)) for s in seeds}
             seed_reps = {s: self.seed_replicates(s) for s in seeds}
             seed_samples = {s: self.seed_samples(s) for s in seeds}
-            noise = across_seeds_noise(summaries, seed_reps, seed_samples, self.comparable_band)
+            selections = {s: paper_only(for_seed(agg.selections, s)) for s in seeds}
+            noise = across_seeds_noise(summaries, seed_reps, seed_samples, self.comparable_band, self.strong_rho)
             self._cross_seed["noise"] = noise
             self._cross_seed["two_stage"] = two_stage_table(summaries, seed_reps, self.comparable_band, noise)
             self._cross_seed["rho"] = rho_cells(summaries, seed_reps)
-            self._cross_seed["sets"] = sets_across_seeds({s: paper_only(for_seed(agg.selections, s)) for s in seeds})
+            self._cross_seed["sets"] = sets_across_seeds(selections)
+            # The secondary analysis (docs/method.md §10): every accuracy statistic on the informative tasks.
+            self._cross_seed["informative"] = informative_across_seeds(
+                summaries, seed_reps, seed_samples, self.informative, self.comparable_band, self.strong_rho
+            )
+            # §5.2's variance components and §5.1's draw stability (docs/method.md §10, issue 57).
+            self._cross_seed["extra_rows"] = variance_component_rows(
+                summaries, self.comparable_band
+            ) + draw_stability_rows(draw_agreement(selections))
         return self._cross_seed
 
     def write_csv(self, name: str, frame) -> None:
@@ -296,6 +312,7 @@ def paper_analyses(job: RenderJob) -> None:
             ),
             "loss_accuracy_informative": loss_accuracy_table(job.informative_base, job.informative_reps),
             "evaluation_size": evaluation_size(job.contrast, evaluation_limit(reps)),
+            "floor_tests": floor_tests(job.samples),
         }
     )
 
@@ -354,6 +371,7 @@ def judge_observations(job: RenderJob) -> None:
         + "\n"
         + loss_accuracy_markdown(job.loss_accuracy)
         + evaluation_size_markdown(evaluation_size(job.contrast, evaluation_limit(job.reps)))
+        + floor_markdown(floor_tests(job.samples))
     )
 
 
@@ -377,7 +395,14 @@ def judge_across_seeds(job: RenderJob) -> None:
     job.observations_text += seeds_markdown(job.primary, verdicts, set_stability(job.agg.selections))
     tables = job.across_seeds_tables()
     claims = decision_table(
-        tables["two_stage"], tables["rho"], tables["sets"], verdicts, job.strong_rho, noise=tables["noise"]
+        tables["two_stage"],
+        tables["rho"],
+        tables["sets"],
+        verdicts,
+        job.strong_rho,
+        noise=tables["noise"],
+        extra_rows=tables["extra_rows"],
+        informative=tables["informative"],
     )
     job.write_csv("seeds_claims", claims)
     job.observations_text += decision_markdown(claims, len(job.seeds), job.seeds_planned)

@@ -58,6 +58,7 @@ from depthprune.reporting.verdicts.paper_shifts import (
     accuracy_decision,
     cell_grids,
     condition_values,
+    in_spread_claim,
     most,
     pooled_ratio,
     regrid,
@@ -273,7 +274,9 @@ def perplexity_claim_rates(summaries, reps, samples, band: float) -> tuple[float
                     slot = values.setdefault((kind, g["model"], g["budget"], condition), ({}, {}))
                     slot[0][s], slot[1][s] = value, rep
         verdicts: dict[str, list[str]] = {"calibration shift": [], "algorithm spread": []}
-        for (kind, *_), (value, rep) in values.items():
+        for (kind, _model, _budget, condition), (value, rep) in values.items():
+            if kind == "algorithm spread" and not in_spread_claim(condition):
+                continue  # the claim's algorithm half counts the perplexity-pruned conditions (§7)
             result = two_stage(value, rep)
             test = tests[CALIBRATION_SHIFT if kind == "calibration shift" else ALGORITHM_SPREAD]
             verdicts[kind].append(test(result.ci_low, result.ci_high)["verdict"])
@@ -552,9 +555,12 @@ def perplexity_rows(inputs: ClaimsInputs) -> list[dict]:
     pooled = inputs.pooled
     rows, halves = [], {}
     for statistic in (CALIBRATION_SHIFT, ALGORITHM_SPREAD):
-        chosen = pooled[pooled["statistic"] == statistic]
-        for r in chosen.itertuples(index=False):
+        listed = pooled[pooled["statistic"] == statistic]
+        for r in listed.itertuples(index=False):
             rows.append(statistic_row(inputs, "5.2", r, f"{r.model} M={r.budget} {r.condition}: {statistic}"))
+            if statistic == ALGORITHM_SPREAD and not in_spread_claim(r.condition):
+                rows[-1]["rule"] += "; a TLM condition: not counted in the claim's algorithm half (§7)"
+        chosen = spread_claim_conditions(listed) if statistic == ALGORITHM_SPREAD else listed
         if len(chosen):
             halves[statistic] = most(list(chosen["verdict"]))
             verdicts = list(chosen["verdict"])
@@ -571,7 +577,10 @@ def perplexity_rows(inputs: ClaimsInputs) -> list[dict]:
                 }
             )
     if len(halves) == 2:
-        conditions = {statistic: list(pooled.loc[pooled["statistic"] == statistic, "verdict"]) for statistic in halves}
+        conditions = {
+            CALIBRATION_SHIFT: list(pooled.loc[pooled["statistic"] == CALIBRATION_SHIFT, "verdict"]),
+            ALGORITHM_SPREAD: list(spread_claim_conditions(pooled[pooled["statistic"] == ALGORITHM_SPREAD])["verdict"]),
+        }
         claim = perplexity_claim(conditions[CALIBRATION_SHIFT], conditions[ALGORITHM_SPREAD])[2]
         null_pass, null_fail = inputs.noise.get(PERPLEXITY_CLAIM, (np.nan, np.nan))
         rows.append(
@@ -590,17 +599,24 @@ def perplexity_rows(inputs: ClaimsInputs) -> list[dict]:
     return rows
 
 
+def spread_claim_conditions(spread: pd.DataFrame) -> pd.DataFrame:
+    """The algorithm-spread rows the claim's algorithm half counts (``paper_shifts.in_spread_claim``)."""
+    return spread[spread["condition"].map(in_spread_claim).astype(bool)]
+
+
 def accuracy_ratio_rows(inputs: ClaimsInputs) -> list[dict]:
-    """§5.2 accuracy: the pooled shift ratio's two-stage interval in the comparable band."""
+    """§5.2 accuracy: the pooled max-shift ratio's two-stage interval in the comparable band, the
+    paper's own number beside the variance-component test that decides "comparable" (§10; its rows
+    come from ``across_seeds_variance``): this row keeps its verdict but does not enter the claim."""
     pooled = inputs.pooled
     rows = []
     for r in pooled[pooled["statistic"] == ACCURACY_RATIO].itertuples(index=False):
         row = statistic_row(inputs, "5.2", r, f"accuracy: {ACCURACY_RATIO} (claim: comparable)")
         row["rule"] = (
             f"two-stage interval in the band; uninformative when null studies of the across-seeds rule "
-            f"reach the verdict > {UNINFORMATIVE_LEVEL:.0%}"
+            f"reach the verdict > {UNINFORMATIVE_LEVEL:.0%}; the paper's statistic, beside the SD-ratio "
+            "test that decides the claim (§10)"
         )
-        row[ENTERS_CLAIM] = True
         rows.append(row)
     return rows
 
@@ -801,8 +817,8 @@ def decision_table(
     seed's verdict (``per_seed``, in seed order); one ``claim`` row per paper claim with its per-seed
     verdicts (``seeds.verdicts_by_seed``) beside the cross-seed one. A statistic's verdicts are those
     of ``two_stage`` (``two_stage_table``, noise checks included); ``noise`` (``across_seeds_noise``)
-    gives the perplexity claim's noise rates. ``extra_rows`` (seeds_claims.csv's columns; a row with
-    ``ENTERS_CLAIM`` true enters its claim's verdict) are appended after ROW_BUILDERS' rows.
+    gives the perplexity claim's noise rates. ``extra_rows`` (seeds_claims.csv's columns) are appended
+    after ROW_BUILDERS' rows; each that bears a verdict (not ``descriptive``) enters its claim's.
     ``informative`` (``informative_across_seeds``) adds after each accuracy row its informative-task
     twin, and marks in ``changed_by_informative`` the rows (claims included) whose verdict it changes."""
     inputs = ClaimsInputs(two_stage, rho, sets, per_seed_verdicts, strong_rho, n_resamples, noise or {})
@@ -815,7 +831,7 @@ def decision_table(
     for build in ROW_BUILDERS:
         built = build(inputs)
         rows += with_twins(built, build(twins)) if twins is not None and build in ACCURACY_BUILDERS else built
-    rows += list(extra_rows)
+    rows += [{**row, ENTERS_CLAIM: row["verdict"] != DESCRIPTIVE} for row in extra_rows]
     return pd.DataFrame(rows + claim_rows(inputs, rows), columns=CLAIMS_COLUMNS)
 
 
