@@ -22,10 +22,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from depthprune.errors import InputError
 from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_report_csv, atomic_write_text
 from depthprune.reporting.aggregate import evaluated_accuracy_tasks, load_aggregate, load_samples
+from depthprune.reporting.analysis import random_control
 from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
 from depthprune.reporting.analysis.contrast import calibration_contrast
 from depthprune.reporting.analysis.correlation import loss_accuracy_table, spearman_table
@@ -186,6 +189,7 @@ class RenderJob:
     analyses: dict = field(default_factory=dict)
     observations: object = None
     observations_text: str = ""
+    random_control_text: str = ""
     _replicates_by_seed: dict = field(default_factory=dict)
     _cross_seed: dict = field(default_factory=dict)
 
@@ -338,6 +342,27 @@ def spread_across_seeds(job: RenderJob) -> None:
     job.written += figure_seeds(job.analyses["seeds_two_stage"], job.out)
 
 
+def compare_random_sets(job: RenderJob) -> None:
+    """Searches against random sets (docs/method.md §11): only a study with the random-set control.
+    Per seed each search and their mean against the random sets (random_control.csv); per (model, M,
+    calibration) the mean over the seeds with its noise rates (random_control_seeds.csv)."""
+    if not random_control.has_random_sets(job.all_base):
+        return
+    tables, per_seed, null_cells, n_searches = [], {}, {}, {}
+    for seed in job.seeds:
+        summary = for_seed(job.agg.summary, seed)
+        table, per_seed[seed] = random_control.random_contrast(summary, job.seed_replicates(seed))
+        tables.append(table.assign(seed=seed))
+        for key, (runs, random_runs) in random_control.cell_runs(summary).items():
+            null_cells.setdefault(key, {})[seed] = random_control.null_cell(job.seed_samples(seed), runs, random_runs)
+            n_searches[key] = len(runs)
+    rates = {key: random_control.noise_rates(cells, n_searches[key]) for key, cells in null_cells.items()}
+    across = random_control.with_noise(random_control.across_seeds(per_seed), rates)
+    job.analyses["random_control"] = pd.concat(tables, ignore_index=True)
+    job.analyses["random_control_seeds"] = across
+    job.random_control_text = random_control.markdown(across, len(job.seeds))
+
+
 def write_analyses(job: RenderJob) -> None:
     for name, frame in job.analyses.items():
         job.write_csv(name, frame)
@@ -372,6 +397,7 @@ def judge_observations(job: RenderJob) -> None:
         + loss_accuracy_markdown(job.loss_accuracy)
         + evaluation_size_markdown(evaluation_size(job.contrast, evaluation_limit(job.reps)))
         + floor_markdown(floor_tests(job.samples))
+        + job.random_control_text
     )
 
 
@@ -436,6 +462,7 @@ STEPS = (
     RenderStep("paper analyses", frozenset({"analyses"}), paper_analyses),
     RenderStep("objective or data", frozenset({"analyses"}), decompose_calibration),
     RenderStep("spread across seeds", frozenset({"analyses"}), spread_across_seeds),
+    RenderStep("searches against random sets", frozenset({"analyses", "observations"}), compare_random_sets),
     RenderStep("write analyses", frozenset({"analyses"}), write_analyses),
     RenderStep("observations", frozenset({"observations"}), judge_observations),
     RenderStep("verdicts across seeds", frozenset({"observations"}), judge_across_seeds),

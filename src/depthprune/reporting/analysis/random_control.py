@@ -180,3 +180,49 @@ def noise_rates(cells_by_seed: Mapping[int, object], n_searches: int, n_null: in
         return side(result.ci_low, result.ci_high)
 
     return noise_null.across_seeds_verdict_rates({s: [cells_by_seed[s]] for s in seeds}, decide, "accuracy", **kwargs)
+
+
+def has_random_sets(summary: pd.DataFrame) -> bool:
+    """Whether a study evaluated the random-set control (config ``random_sets``)."""
+    return bool(summary["algorithm"].map(is_random_set).any())
+
+
+def with_noise(table: pd.DataFrame, rates: Mapping[tuple, Mapping[str, float]]) -> pd.DataFrame:
+    """``table`` (one row per (model, M, calibration)) with each row's noise rates: the share of null
+    studies reaching "above" and "below", and ``uninformative`` in place of a verdict that noise
+    reaches more than UNINFORMATIVE_LEVEL of the time (docs/method.md §7)."""
+    from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
+
+    table = table.copy()
+    found = [rates.get((r.model, int(r.budget), r.calibration), {}) for r in table.itertuples(index=False)]
+    table["null_above"] = [r.get(ABOVE, np.nan) for r in found]
+    table["null_below"] = [r.get(BELOW, np.nan) for r in found]
+    reached = [r.get(v, np.nan) for r, v in zip(found, table["verdict"])]
+    table["verdict"] = [
+        "uninformative" if v in (ABOVE, BELOW) and rate > UNINFORMATIVE_LEVEL else v
+        for v, rate in zip(table["verdict"], reached)
+    ]
+    return table
+
+
+def markdown(table: pd.DataFrame, n_seeds: int) -> str:
+    """The "Searches against random sets" section of observations.md (points of average accuracy)."""
+    if table.empty:
+        return ""
+    scope = "one seed" if n_seeds == 1 else f"{n_seeds} seeds, two-stage crossed t interval"
+    lines = [
+        "",
+        "## Searches against random sets (docs/method.md §11)",
+        "",
+        f"Mean over the paper's searches minus the mean over the random sets, average accuracy ({scope}; "
+        "the random sets resampled as sampled; null: searches exchangeable with random sets):",
+        "",
+        "| model | M | calibration | searches − random [95% CI] (points) | null above | null below | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table.itertuples(index=False):
+        lines.append(
+            f"| {r.model} | {r.budget} | {r.calibration} | {100 * r.diff:+.2f} [{100 * r.ci_low:+.2f}, "
+            f"{100 * r.ci_high:+.2f}] | {r.null_above:.1%} | {r.null_below:.1%} | {r.verdict} |"
+        )
+    return "\n".join(lines) + "\n"
