@@ -13,13 +13,14 @@ import pytest
 from depthprune import workflow as wf
 from depthprune.calibration.setup import CalibrationSetup
 from depthprune.cli import build_parser
+from depthprune.cli_common import calibration_setup
 from depthprune.prior import check_prior
 from test_workflow_args import smoke_config
 
 
 def setup_of(*options: str) -> CalibrationSetup:
     args = build_parser().parse_args(["prior", "--model", "m", "--out", "o.json", *options])
-    return CalibrationSetup.from_args(args)
+    return calibration_setup(args)
 
 
 def test_the_record_is_the_one_priors_and_memo_keys_hold():

@@ -28,7 +28,7 @@ COMMANDS = (
     "depthprune.reporting.cli",  # aggregate, render
     "depthprune.timing.cli",  # timing {evaluator,search,evaluate,stages} (alias: bench)
     "depthprune.plan_cli",  # plan (a study's jobs, FLOPs, memory and GPU-hours before it runs)
-    "depthprune.evaluation_only",  # source-selection, random-sets (evaluation-only studies, the random-set control)
+    "depthprune.evaluation_only_cli",  # source-selection, random-sets (evaluation-only studies, the random-set control)
 )
 
 

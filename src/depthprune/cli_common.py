@@ -1,4 +1,9 @@
-"""Command-line arguments shared by every model-touching sub-command, and what they build."""
+"""Command-line arguments shared by every model-touching sub-command, and the setups they build.
+
+The CLI's edge: the options become a ``ModelSetup``, a ``CalibrationSetup`` and an ``EvaluatorSetup``
+here (``model_setup``, ``calibration_setup``, ``evaluator_setup``), once, and everything below takes
+those; no module outside the CLI modules reads the argparse namespace (scripts/audit_code.py).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,20 @@ import argparse
 import logging
 import re
 
-from depthprune.budgets import PROTECT_MODES, check_protected, protected_blocks
+from depthprune.budgets import PROTECT_MODES
 from depthprune.calibration.setup import CalibrationSetup
 from depthprune.calibration.sources import DATA_SOURCES
-from depthprune.calibration.specs import C4_PACKINGS, CALIBRATIONS, TLM_CONTEXTS, TLM_FORMATS, TLM_LOSSES
-from depthprune.errors import InputError
-from depthprune.io import parse_layers
+from depthprune.calibration.specs import (
+    C4_PACKINGS,
+    CALIBRATIONS,
+    TLM_CONTEXTS,
+    TLM_FORMATS,
+    TLM_LOSSES,
+    calibration_spec,
+)
+from depthprune.engine.setup import EvaluatorSetup
 from depthprune.models import DTYPE_CHOICES
+from depthprune.models.setup import ModelSetup, model_source_path
 from depthprune.paths import MODEL_CACHE_DIR
 from depthprune.seeding import seed_option
 
@@ -37,7 +49,7 @@ log = logging.getLogger(__name__)
 def shared_namespace(**options) -> argparse.Namespace:
     """The shared model, calibration and evaluator options parsed as `depthprune prior` and `search`
     parse them, from keywords: ``n_samples=4`` -> ``--n-samples 4``, True -> a bare flag, None and
-    False -> left out (cli_common's default). The timing scripts build their evaluators with it."""
+    False -> left out (cli_common's default). scripts/gpu_check.py builds its evaluators with it."""
     parser = argparse.ArgumentParser()
     add_model_args(parser)
     add_calibration_args(parser)
@@ -165,18 +177,50 @@ def add_recompute_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def model_source_path(spec: str) -> str | None:
-    """The user's file or folder that ``--model`` names (a local folder, a gguf: file), for the check
-    that no output overwrites an input (``io.check_inputs_outputs``); None for a hub id and for
-    tiny: and embedded: specs, whose folders the tool itself makes in --model-cache-dir."""
-    from pathlib import Path
+def model_setup(args) -> ModelSetup:
+    """The model options of ``add_model_args`` as one ``ModelSetup`` (models/setup.py)."""
+    return ModelSetup(
+        model=args.model,
+        name=getattr(args, "name", None),
+        dtype=getattr(args, "dtype", "auto"),
+        device=getattr(args, "device", "auto"),
+        cache_dir=getattr(args, "model_cache_dir", None) or MODEL_CACHE_DIR,
+    )
 
-    kind, sep, rest = spec.partition(":")
-    if sep and kind == "gguf":
-        return rest
-    if sep and kind in ("tiny", "embedded"):
-        return None
-    return spec if Path(spec).exists() else None
+
+def calibration_setup(args) -> CalibrationSetup:
+    """The options of ``add_calibration_args`` as the one object that builds the sample, the objective
+    and the record (calibration/setup.py); a namespace built without the later options (e.g.
+    --c4-packing) gets their defaults."""
+    source = calibration_spec(args.calibration).data_source()
+    return CalibrationSetup(
+        calibration=args.calibration,
+        n_samples=args.n_samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        tlm_format=args.tlm_format,
+        tlm_loss=getattr(args, "tlm_loss", "margin"),
+        tlm_context=getattr(args, "tlm_context", "shared"),
+        c4_packing=getattr(args, "c4_packing", "exact"),
+        data_dir=args.data_dir,
+        hub_dataset=getattr(args, source.hub_option_dest, None),
+        label=getattr(args, "calibration_label", None),
+    )
+
+
+def evaluator_setup(args) -> EvaluatorSetup:
+    """The options of ``add_evaluator_args`` as one ``EvaluatorSetup`` (engine/setup.py)."""
+    return EvaluatorSetup(
+        token_budget=args.token_budget,
+        state_device=args.state_device,
+        state_cache_gib=args.state_cache_gib,
+        memo=args.memo,
+        no_cache=args.no_cache,
+        protected=args.protected,
+        protect=getattr(args, "protect", "none"),
+        memo_journal=getattr(args, "memo_journal", "wal"),
+        recompute=getattr(args, "recompute", False),
+    )
 
 
 def model_inputs(args) -> dict:
@@ -186,13 +230,6 @@ def model_inputs(args) -> dict:
         "--data-dir": getattr(args, "data_dir", None),
         "--memo": getattr(args, "memo", None),
     }
-
-
-def model_name_from_args(args) -> str:
-    """The model's name in outputs: --name, else the spec's short alias (what ``load_model`` names it)."""
-    from depthprune.models.loading import default_name
-
-    return args.name or default_name(args.model)
 
 
 def read_selection(path, model_name: str, applying: str = "evaluating it on") -> dict:
@@ -206,91 +243,12 @@ def read_selection(path, model_name: str, applying: str = "evaluating it on") ->
     return selection
 
 
-def load_model_from_args(args):
-    from depthprune.models.loading import load_model
-
-    return load_model(args.model, dtype=args.dtype, device=args.device, cache_dir=args.model_cache_dir, name=args.name)
-
-
-def calibration_setup(args) -> CalibrationSetup:
-    """The calibration options of ``args`` as the one object that builds the sample, the objective and
-    the record (calibration/setup.py)."""
-    return CalibrationSetup.from_args(args)
-
-
-def model_layers_without_loading(args) -> int | None:
-    """Number of decoder blocks from the model's config file (no weights are read); None if unknown."""
-    from pathlib import Path
-
-    from depthprune.models.loading import resolve_local
-
-    path = resolve_local(args.model, args.model_cache_dir)
-    if not Path(path, "config.json").is_file():
-        return None
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(path)
-    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return int(text_config.num_hidden_layers)
-
-
-def protected_from_args(args, n_layers: int) -> tuple[int, ...]:
-    """--protected plus what --protect adds (boundary: blocks 0 and n_layers − 1), for a model of
-    ``n_layers`` blocks: the one protected set every search, the prior and the evaluator use."""
-    protected = parse_layers(args.protected)
-    check_protected(protected, n_layers)
-    return protected_blocks(protected, getattr(args, "protect", "none"), n_layers)
-
-
 def check_calibration_inputs(args, n_layers: int | None = None, setup: CalibrationSetup | None = None):
-    """Everything about the calibration and evaluator options that can be wrong, checked before any
-    model is loaded (an 8B model takes minutes): sizes, protected layers, and the data itself (read,
-    sampled and parsed; errors name file, 1-based line and field). Returns the samples for
-    ``build_evaluator`` (``setup``: the arguments' calibration setup, if already built)."""
-    setup = setup or calibration_setup(args)
-    setup.check_sizes()
-    if args.token_budget < 1:
-        raise InputError(f"--token-budget must be positive (got {args.token_budget})")
-    if not args.no_cache:
-        from depthprune.engine.memo import check_memo_file
-
-        check_memo_file(args.memo)  # a corrupt memo: one line naming it, not a traceback after the load
-    known_layers = n_layers if n_layers is not None else model_layers_without_loading(args)
-    if known_layers is None:
-        check_protected(parse_layers(args.protected), None)
-    else:
-        protected_from_args(args, known_layers)
-    return setup.load_samples()
-
-
-def token_budget(args) -> int:
-    """Padded tokens per forward micro-batch: --token-budget, at least one sequence."""
-    return max(args.token_budget, args.seq_len)
+    """``EvaluatorSetup.check`` of the arguments' setups (``setup``: their calibration setup, if
+    already built): the data read and every option checked before any model is loaded."""
+    return evaluator_setup(args).check(model_setup(args), setup or calibration_setup(args), n_layers)
 
 
 def build_evaluator(args, loaded=None, samples=None, setup: CalibrationSetup | None = None):
-    """Model + calibration objective + evaluator from parsed arguments (``samples``: from
-    ``check_calibration_inputs``, which reads and checks the data before the model is loaded)."""
-    from depthprune.engine.evaluator import SubsetEvaluator
-    from depthprune.models.families import family_for
-    from depthprune.seeding import seed_everything
-
-    setup = setup or calibration_setup(args)
-    seed_everything(setup.seed)
-    if samples is None:
-        samples = check_calibration_inputs(args, setup=setup)
-    loaded = loaded or load_model_from_args(args)
-    objective = setup.build_objective(loaded.tokenizer, token_budget(args), samples)
-    return SubsetEvaluator(
-        loaded,
-        objective,
-        calibration=setup.name,
-        settings=setup.record(),
-        protected=protected_from_args(args, len(family_for(loaded.model).blocks(loaded.model))),
-        use_cache=not args.no_cache,
-        memo_path=args.memo,
-        memo_read=not getattr(args, "recompute", False),
-        memo_journal=getattr(args, "memo_journal", "wal"),
-        state_device=args.state_device,
-        state_cache_gib=args.state_cache_gib,
-    )
+    """``EvaluatorSetup.build`` of the arguments' setups (``samples``: from ``check_calibration_inputs``)."""
+    return evaluator_setup(args).build(model_setup(args), setup or calibration_setup(args), loaded, samples)

@@ -21,7 +21,6 @@ path and budget helpers only; NumPy is imported by the draw.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import json
@@ -32,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from depthprune.errors import InputError
-from depthprune.io import atomic_write_json, parse_layers, read_json
+from depthprune.io import parse_layers, read_json
 from depthprune.paths import search_parts
 
 # Random sets have no calibration: the label the dense model has (reporting/aggregate.py DENSE_CALIBRATION).
@@ -189,70 +188,3 @@ def _number(text):
         return None
     value = float(text)
     return None if math.isnan(value) else value
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def register(subparsers) -> None:
-    source = subparsers.add_parser(
-        "source-selection",
-        help="copy one run's removed set from a source study (evaluation-only studies)",
-        description="Write a run's selection.json from a source study's selection.json or a row of its "
-        "aggregate's selections.csv, recording the source: an evaluation-only study re-scores it.",
-    )
-    source.add_argument("--from", dest="source", required=True, help="selection.json, or an aggregate's selections.csv")
-    for flag in ("--model-name", "--calibration", "--algorithm"):
-        source.add_argument(flag, required=True)
-    source.add_argument("--seed", type=int, required=True)
-    source.add_argument("--budget", type=int, required=True)
-    source.add_argument("--out", required=True, help="selection.json to write (atomically)")
-    source.set_defaults(func=source_main)
-
-    draw = subparsers.add_parser(
-        "random-sets",
-        help="draw the random-set control's removed sets of one (model, seed, M)",
-        description="Draw --count distinct M-sets uniformly from the blocks not protected, seeded with "
-        "(--draw-seed, --seed, --budget); write each as a selection.json (calibration none, algorithm "
-        "random_set_<i>).",
-    )
-    draw.add_argument("--model-name", required=True)
-    draw.add_argument("--n-layers", type=int, required=True)
-    draw.add_argument("--protected", default="", help='blocks no set removes, e.g. "0 29"')
-    draw.add_argument("--budget", type=int, required=True)
-    draw.add_argument("--count", type=int, required=True)
-    draw.add_argument("--draw-seed", type=int, required=True, help="config random_sets.seed")
-    draw.add_argument("--seed", type=int, required=True, help="the study seed (its own stream of draws)")
-    draw.add_argument("--out", action="append", required=True, help="selection.json per draw, in draw order")
-    draw.set_defaults(func=random_sets_main)
-
-
-def source_main(args: argparse.Namespace) -> int:
-    selection = selection_from_source(
-        args.source, args.model_name, args.calibration, args.seed, args.budget, args.algorithm
-    )
-    atomic_write_json(args.out, selection)
-    return 0
-
-
-def random_sets_main(args: argparse.Namespace) -> int:
-    if len(args.out) != args.count:
-        raise InputError(f"--out given {len(args.out)} times for --count {args.count}: one per draw")
-    protected = parse_layers(args.protected)
-    sets = draw_random_sets(
-        allowed_blocks(args.n_layers, protected), args.budget, args.count, args.draw_seed, args.seed
-    )
-    for index, (removed, out) in enumerate(zip(sets, args.out)):
-        selection = random_set_selection(
-            args.model_name,
-            args.n_layers,
-            protected,
-            args.budget,
-            index,
-            args.count,
-            removed,
-            args.draw_seed,
-            args.seed,
-        )
-        atomic_write_json(out, selection)
-    return 0

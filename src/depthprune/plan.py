@@ -342,6 +342,41 @@ def state_cache_bytes(
     return min(wanted, budget_from_free_memory(int(free)))
 
 
+@dataclass(frozen=True)
+class StudyPlanning:
+    """What every model of a study is planned with: the config and the options of ``build_plan``."""
+
+    config: Mapping
+    plan: Plan
+    cache_dir: str | Path
+    data_dir: str | Path
+    gpu_gib: float
+    load_gbps: float
+    device: str  # cuda or cpu: the default dtype's size
+    fraction: Mapping[str, float]  # engine_block_fraction: blocks run per evaluation, per algorithm
+    labels: Sequence[str]  # the calibration labels
+    per_model: bool  # evaluation.pass_per: model (one evaluation pass per model and seed)
+    searches: bool  # False: an evaluation-only study copies its sets (no prior, no search)
+    random_sets: int  # the random-set control's sets per seed and M (docs/method.md §11)
+
+
+@dataclass(frozen=True)
+class ModelPlanning:
+    """One model of the study, as its jobs are costed."""
+
+    name: str
+    model_cfg: Mapping  # its config.json
+    shape: ModelShape
+    nbytes: int  # bytes per weight and activation
+    weights: float  # bytes of the weights
+    load: float  # seconds to load them
+    tokenizer: object
+    budgets: Sequence[int]
+    n_allowed: int  # blocks a search may remove
+    eval_tokens: Mapping  # evaluation_tokens: benchmark -> (tokens, context)
+    eval_peak: float  # peak bytes of an evaluation job
+
+
 def build_plan(
     config: Mapping,
     throughput_tflops: float,
@@ -365,97 +400,146 @@ def build_plan(
             "plan: token counts need the data: pass --data-dir (e.g. ../shared/data; a study on the hub "
             "is planned with the mirror's documents and the hub's C4 shard size)"
         )
-    cache_dir = model_cache_dir or config.get("model_cache_dir", "resources/models")
-    device = "cuda" if config.get("device") == "cuda" else "cpu"
-    fraction = engine_block_fraction(selections_csv)
-    labels = workflow.calibration_labels(config)
-    per_model = config["evaluation"].get("pass_per", "model") == "model"
-    # An evaluation-only study (source_study) copies its sets instead of searching (no prior, no
-    # search); the random-set control adds `random_sets.count` sets per seed and M (docs/method.md §11).
-    searches = not workflow.evaluation_only(config)
-    random_sets = len(workflow.random_set_algorithms(config))
+    study = StudyPlanning(
+        config=config,
+        plan=plan,
+        cache_dir=model_cache_dir or config.get("model_cache_dir", "resources/models"),
+        data_dir=data_dir,
+        gpu_gib=gpu_gib,
+        load_gbps=load_gbps,
+        device="cuda" if config.get("device") == "cuda" else "cpu",
+        fraction=engine_block_fraction(selections_csv),
+        labels=workflow.calibration_labels(config),
+        per_model=config["evaluation"].get("pass_per", "model") == "model",
+        searches=not workflow.evaluation_only(config),
+        random_sets=len(workflow.random_set_algorithms(config)),
+    )
     for model in config["models"]:
-        entry = config["model_table"][model]
-        model_cfg = model_config(entry, cache_dir)
-        shape = ModelShape.from_config(model, model_cfg)
-        nbytes = dtype_bytes(entry, device)
-        weights = shape.params * nbytes
-        load = weights / (load_gbps * 1e9)
-        tokenizer = planning_tokenizer(entry, cache_dir)
-        n, budgets = shape.n_layers, workflow.model_budgets(config, model)
-        n_allowed = n - len(protected_blocks(entry.get("protected_layers") or (), entry.get("protect", "none"), n))
-        workflow.check_budgets(model, entry, n, budgets)  # the depth from config.json: fail here, not after the prior
-        plan.add("prepare_model", 0.0, shape.params * 4, shape.params * 4 / (load_gbps * 1e9), gpu=False)
-        plan.add("evaluation_settings", 0.0, 0.0, 0.0, gpu=False)  # the evaluation options' stamp file
-        eval_tokens = evaluation_tokens(config, tokenizer, data_dir)
-        batch_size = int(config["evaluation"].get("batch_size") or 8)  # windows / requests per forward
-        eval_peak = weights + max(
-            activation_bytes(shape, min(t, batch_size * c), c, nbytes) for t, c in eval_tokens.values()
-        )
-        for seed in config["seeds"]:
-            sets = 0
-            for label in labels:
-                cal = calibration_tokens(config, label, tokenizer, int(seed), data_dir)
-                per_block = shape.block_flops(cal.tokens, cal.seq_len)
-                batch = min(
-                    cal.tokens,
-                    max(cal.seq_len, int((config.get("evaluator") or {}).get("token_budget") or TOKEN_BUDGET)),
-                )
-                peak = weights + activation_bytes(shape, batch, cal.seq_len, nbytes)
-                peak += state_cache_bytes(config, shape, cal.tokens, nbytes, weights, gpu_gib)
-                # prior: the dense model, then each single ablation from the cached state below it
-                prior_blocks = n + n * (n - 1) / 2
-                if searches:
-                    plan.add("prior", prior_blocks * per_block + (n + 1) * shape.head_flops(cal.scored), peak, load)
-                for budget in budgets:
-                    for algorithm in config["algorithms"]:
-                        if not searches:
-                            plan.add("source_selection", 0.0, 0.0, 0.0, gpu=False)
-                            continue
-                        params = dict(config["search_params"].get(algorithm) or {})
-                        evals = search_evaluations(algorithm, params, n_allowed, budget)
-                        blocks = evals * (n - budget) * fraction.get(algorithm, 1.0)
-                        flops = blocks * per_block + evals * shape.head_flops(cal.scored)
-                        job_peak = peak
-                        if algorithm.startswith("cbo") and params.get("coefficients", "gradient") == "gradient":
-                            # gate derivatives: forward, backward, and a double backward per Hessian row
-                            dense = n * per_block + shape.head_flops(cal.scored)
-                            flops += (3 + 4 * n) * dense
-                            method = params.get("derivatives", "full_graph")
-                            rows = max(1, min(cal.tokens, TOKEN_BUDGET) // max(cal.seq_len, 1))
-                            job_peak = max(peak, derivative_peak(model_cfg, cal.seq_len, nbytes, method, rows))
-                        plan.add("search", flops, job_peak, load)
-                    cell_sets = len(config["algorithms"])
-                    sets += cell_sets
-                    if not per_model:
-                        plan.add(
-                            "evaluate_selections",
-                            _eval_flops(shape, eval_tokens, cell_sets, n - budget),
-                            eval_peak,
-                            load,
-                        )
-            for budget in budgets if random_sets else ():
-                plan.add("random_sets", 0.0, 0.0, 0.0, gpu=False)
-                if not per_model:
-                    flops = _eval_flops(shape, eval_tokens, random_sets, n - budget)
-                    plan.add("evaluate_random_sets", flops, eval_peak, load)
-            if per_model:
-                dense_sets = 1 if seed == config["seeds"][0] else 0
-                flops = sum(_eval_flops(shape, eval_tokens, sets // len(budgets) + random_sets, n - b) for b in budgets)
-                flops += _eval_flops(shape, eval_tokens, dense_sets, n)
-                plan.add("evaluate_pass", flops, eval_peak, load)
-                for _ in range(len(labels) * len(budgets)):
-                    plan.add("evaluate_selections", 0.0, 0.0, 0.0, gpu=False)
-                for _ in budgets if random_sets else ():
-                    plan.add("evaluate_random_sets", 0.0, 0.0, 0.0, gpu=False)
-        if per_model:
-            plan.add("evaluate_dense", 0.0, 0.0, 0.0, gpu=False)
-        else:
-            plan.add("evaluate_dense", _eval_flops(shape, eval_tokens, 1, n), eval_peak, load)
+        plan_model(study, model)
     plan.add("aggregate_tables", 0.0, 0.0, 0.0, gpu=False)
     plan.add("render", 0.0, 0.0, 0.0, gpu=False)
     plan.add("all", 0.0, 0.0, 0.0, gpu=False)
     return plan
+
+
+def model_planning(study: StudyPlanning, model: str) -> ModelPlanning:
+    """The model's shape, sizes and evaluation tokens; its budgets checked against its depth."""
+    from depthprune import workflow
+
+    config = study.config
+    entry = config["model_table"][model]
+    model_cfg = model_config(entry, study.cache_dir)
+    shape = ModelShape.from_config(model, model_cfg)
+    nbytes = dtype_bytes(entry, study.device)
+    weights = shape.params * nbytes
+    tokenizer = planning_tokenizer(entry, study.cache_dir)
+    n, budgets = shape.n_layers, workflow.model_budgets(config, model)
+    n_allowed = n - len(protected_blocks(entry.get("protected_layers") or (), entry.get("protect", "none"), n))
+    workflow.check_budgets(model, entry, n, budgets)  # the depth from config.json: fail here, not after the prior
+    eval_tokens = evaluation_tokens(config, tokenizer, study.data_dir)
+    batch_size = int(config["evaluation"].get("batch_size") or 8)  # windows / requests per forward
+    eval_peak = weights + max(
+        activation_bytes(shape, min(t, batch_size * c), c, nbytes) for t, c in eval_tokens.values()
+    )
+    return ModelPlanning(
+        name=model,
+        model_cfg=model_cfg,
+        shape=shape,
+        nbytes=nbytes,
+        weights=weights,
+        load=weights / (study.load_gbps * 1e9),
+        tokenizer=tokenizer,
+        budgets=budgets,
+        n_allowed=n_allowed,
+        eval_tokens=eval_tokens,
+        eval_peak=eval_peak,
+    )
+
+
+def plan_model(study: StudyPlanning, model: str) -> None:
+    """Every job of one model: preparation, then per seed its priors, searches and evaluations."""
+    plan = study.plan
+    m = model_planning(study, model)
+    params = m.shape.params
+    plan.add("prepare_model", 0.0, params * 4, params * 4 / (study.load_gbps * 1e9), gpu=False)
+    plan.add("evaluation_settings", 0.0, 0.0, 0.0, gpu=False)  # the evaluation options' stamp file
+    for seed in study.config["seeds"]:
+        plan_seed(study, m, seed)
+    n = m.shape.n_layers
+    if study.per_model:
+        plan.add("evaluate_dense", 0.0, 0.0, 0.0, gpu=False)
+    else:
+        plan.add("evaluate_dense", _eval_flops(m.shape, m.eval_tokens, 1, n), m.eval_peak, m.load)
+
+
+def plan_seed(study: StudyPlanning, m: ModelPlanning, seed) -> None:
+    """One seed of one model: each calibration's prior and searches, the random sets, the evaluations."""
+    config, plan, shape, n, budgets = study.config, study.plan, m.shape, m.shape.n_layers, m.budgets
+    sets = sum(plan_calibration(study, m, label, seed) for label in study.labels)
+    for budget in budgets if study.random_sets else ():
+        plan.add("random_sets", 0.0, 0.0, 0.0, gpu=False)
+        if not study.per_model:
+            flops = _eval_flops(shape, m.eval_tokens, study.random_sets, n - budget)
+            plan.add("evaluate_random_sets", flops, m.eval_peak, m.load)
+    if study.per_model:
+        dense_sets = 1 if seed == config["seeds"][0] else 0
+        flops = sum(_eval_flops(shape, m.eval_tokens, sets // len(budgets) + study.random_sets, n - b) for b in budgets)
+        flops += _eval_flops(shape, m.eval_tokens, dense_sets, n)
+        plan.add("evaluate_pass", flops, m.eval_peak, m.load)
+        for _ in range(len(study.labels) * len(budgets)):
+            plan.add("evaluate_selections", 0.0, 0.0, 0.0, gpu=False)
+        for _ in budgets if study.random_sets else ():
+            plan.add("evaluate_random_sets", 0.0, 0.0, 0.0, gpu=False)
+
+
+def plan_calibration(study: StudyPlanning, m: ModelPlanning, label: str, seed) -> int:
+    """One calibration of one seed: its prior, then per budget its searches (or copied sets) and, unless
+    evaluated per model, their evaluation. Returns the number of sets it selects."""
+    config, plan, shape, n = study.config, study.plan, m.shape, m.shape.n_layers
+    cal = calibration_tokens(config, label, m.tokenizer, int(seed), study.data_dir)
+    per_block = shape.block_flops(cal.tokens, cal.seq_len)
+    batch = min(cal.tokens, max(cal.seq_len, int((config.get("evaluator") or {}).get("token_budget") or TOKEN_BUDGET)))
+    peak = m.weights + activation_bytes(shape, batch, cal.seq_len, m.nbytes)
+    peak += state_cache_bytes(config, shape, cal.tokens, m.nbytes, m.weights, study.gpu_gib)
+    # prior: the dense model, then each single ablation from the cached state below it
+    prior_blocks = n + n * (n - 1) / 2
+    if study.searches:
+        plan.add("prior", prior_blocks * per_block + (n + 1) * shape.head_flops(cal.scored), peak, m.load)
+    sets = 0
+    for budget in m.budgets:
+        for algorithm in config["algorithms"]:
+            if not study.searches:
+                plan.add("source_selection", 0.0, 0.0, 0.0, gpu=False)
+                continue
+            flops, job_peak = search_cost(study, m, cal, per_block, peak, algorithm, budget)
+            plan.add("search", flops, job_peak, m.load)
+        cell_sets = len(config["algorithms"])
+        sets += cell_sets
+        if not study.per_model:
+            plan.add(
+                "evaluate_selections", _eval_flops(shape, m.eval_tokens, cell_sets, n - budget), m.eval_peak, m.load
+            )
+    return sets
+
+
+def search_cost(
+    study: StudyPlanning, m: ModelPlanning, cal, per_block: float, peak: float, algorithm: str, budget: int
+) -> tuple[float, float]:
+    """One search job's forward FLOPs and peak bytes (``peak``: the calibration's evaluator peak)."""
+    n, shape = m.shape.n_layers, m.shape
+    params = dict(study.config["search_params"].get(algorithm) or {})
+    evals = search_evaluations(algorithm, params, m.n_allowed, budget)
+    blocks = evals * (n - budget) * study.fraction.get(algorithm, 1.0)
+    flops = blocks * per_block + evals * shape.head_flops(cal.scored)
+    job_peak = peak
+    if algorithm.startswith("cbo") and params.get("coefficients", "gradient") == "gradient":
+        # gate derivatives: forward, backward, and a double backward per Hessian row
+        dense = n * per_block + shape.head_flops(cal.scored)
+        flops += (3 + 4 * n) * dense
+        method = params.get("derivatives", "full_graph")
+        rows = max(1, min(cal.tokens, TOKEN_BUDGET) // max(cal.seq_len, 1))
+        job_peak = max(peak, derivative_peak(m.model_cfg, cal.seq_len, m.nbytes, method, rows))
+    return flops, job_peak
 
 
 @cache

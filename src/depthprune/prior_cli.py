@@ -11,22 +11,18 @@ log = logging.getLogger(__name__)
 
 
 def run(args) -> int:
-    from depthprune.cli_common import (
-        build_evaluator,
-        check_calibration_inputs,
-        model_inputs,
-        model_layers_without_loading,
-    )
+    from depthprune.cli_common import calibration_setup, evaluator_setup, model_inputs, model_setup
     from depthprune.io import check_inputs_outputs, parse_layers
     from depthprune.prior import check_some_layer_removable
 
     check_inputs_outputs({**model_inputs(args), "--items-from": args.items_from}, {"--out": args.out})
-    samples = check_calibration_inputs(args)  # bad data or options fail here, before the model load
-    n_layers = model_layers_without_loading(args)
+    model, calibration, engine = model_setup(args), calibration_setup(args), evaluator_setup(args)
+    samples = engine.check(model, calibration)  # bad data or options fail here, before the model load
+    n_layers = model.layers_without_loading()
     if n_layers is not None:  # else after the load (compute_prior), with what --protect adds
-        check_some_layer_removable(n_layers, parse_layers(args.protected))
+        check_some_layer_removable(n_layers, parse_layers(engine.protected))
     source = read_json(args.items_from) if args.items_from else None  # a missing file fails before the load
-    evaluator = build_evaluator(args, samples=samples)
+    evaluator = engine.build(model, calibration, samples=samples)
     prior = derive_prior(evaluator, source, args.items_from) if source else compute_prior(evaluator, args.keep_items)
     atomic_write_json(args.out, prior)
     ranking = prior["ranking"]

@@ -1,5 +1,6 @@
 """One calibration setup: everything that decides a calibration sample and its loss, in one frozen
-object built once (``from_args`` in the CLI, ``from_config`` in the workflow and the planner).
+object built once (``cli_common.calibration_setup`` at the CLI's edge, ``from_config`` in the workflow
+and the planner).
 
 It knows its samples (``load_samples``), its held-out draw (``load_heldout``), the objective it
 builds (``build_objective``), the record it writes into prior.json and the memo key (``record``)
@@ -55,25 +56,6 @@ class CalibrationSetup:
                 raise InputError(f"{what} {value!r} (option {option}): expected one of {', '.join(allowed)}")
 
     # ------------------------------------------------------------------ built from
-
-    @classmethod
-    def from_args(cls, args) -> CalibrationSetup:
-        """From the options of ``cli_common.add_calibration_args`` (a Namespace built without the
-        later options, e.g. --c4-packing, gets their defaults)."""
-        source = calibration_spec(args.calibration).data_source()
-        return cls(
-            calibration=args.calibration,
-            n_samples=args.n_samples,
-            seq_len=args.seq_len,
-            seed=args.seed,
-            tlm_format=args.tlm_format,
-            tlm_loss=getattr(args, "tlm_loss", "margin"),
-            tlm_context=getattr(args, "tlm_context", "shared"),
-            c4_packing=getattr(args, "c4_packing", "exact"),
-            data_dir=args.data_dir,
-            hub_dataset=getattr(args, source.hub_option_dest, None),
-            label=getattr(args, "calibration_label", None),
-        )
 
     @classmethod
     def from_config(cls, config: Mapping, label: str, seed: int, data_dir: str | None = None) -> CalibrationSetup:

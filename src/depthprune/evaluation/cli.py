@@ -15,6 +15,7 @@ from depthprune.evaluation.benchmarks import (
     parse_headline_overrides,
     parse_limit_per_task,
 )
+from depthprune.models.setup import ModelSetup
 from depthprune.paths import eval_cache_dir
 
 log = logging.getLogger(__name__)
@@ -144,18 +145,17 @@ def settings_from_args(args) -> EvalSettings:
     )
 
 
-def model_identity(args) -> dict:
+def model_identity(model: ModelSetup) -> dict:
     """What stands for the model in the evaluation cache key (nothing is loaded): the content
     fingerprint of its files, never its path, plus the resolved dtype, the device type and the
     scoring-code version."""
-    from depthprune.models.loading import dtype_name, model_fingerprint, resolve_device, resolve_dtype, resolve_local
+    from depthprune.models.loading import resolve_device
     from depthprune.versions import SCORING_VERSION
 
-    device = resolve_device(args.device)
     return {
-        "fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
-        "dtype": dtype_name(resolve_dtype(args.dtype, device)),
-        "device": device.type,
+        "fingerprint": model.fingerprint(),
+        "dtype": model.resolved_dtype_name(),
+        "device": resolve_device(model.device).type,
         "scoring_version": SCORING_VERSION,
     }
 
@@ -235,13 +235,14 @@ def pass_record(name: str, evaluations, seconds: float) -> dict:
 
 
 def main(args) -> int:
-    from depthprune.cli_common import load_model_from_args, model_inputs, model_name_from_args
+    from depthprune.cli_common import model_inputs, model_setup
     from depthprune.evaluation.cache import EvalCache
     from depthprune.evaluation.run import evaluate_removed_sets, write_outputs
     from depthprune.io import check_inputs_outputs
 
     start = time.perf_counter()
-    name = model_name_from_args(args)
+    model = model_setup(args)
+    name = model.display_name
     cache_dir = None if args.no_eval_cache else args.cache_dir or eval_cache_dir(name)
     check_inputs_outputs(
         {**model_inputs(args), "--selection": args.selection, "--cache-dir": cache_dir},
@@ -257,11 +258,11 @@ def main(args) -> int:
     outputs = outputs_per_set(args, len(sets))
     cache = None if cache_dir is None else EvalCache(cache_dir)
     evaluations = evaluate_removed_sets(
-        model_identity=model_identity(args),
+        model_identity=model_identity(model),
         # --dense: the dense model rides along, for the cache and the --out-pass record (no files)
         removed_sets=[removed for removed, _ in sets] + ([()] if args.dense else []),
         settings=settings,
-        load=lambda: (check_benchmark_rows(settings), load_model_from_args(args))[1],
+        load=lambda: (check_benchmark_rows(settings), model.load())[1],
         cache=cache,
         read_cache=not args.recompute,
     )

@@ -105,8 +105,6 @@ def evaluate_sets(
     group's wall time. ``engine="hflm"`` (lm-eval's HFLM, the reference of ``timing evaluate
     --compare``) scores only the model as it is: ``sets`` must be ``[()]``."""
     from depthprune.evaluation import harness
-    from depthprune.evaluation.perplexity import evaluate_perplexity, evaluate_perplexity_for_sets
-    from depthprune.models.loading import dtype_name
 
     sets = list(dict.fromkeys(parse_layers(s) for s in sets))
     grouped = engine == "depthprune"
@@ -121,61 +119,10 @@ def evaluate_sets(
         unit="benchmarks",
         interval=0.0,
     )
-    window_args = {
-        "seq_len": settings.ppl_seq_len,
-        "max_tokens": settings.ppl_max_tokens,
-        "batch_size": settings.batch_size,
-        "data_dir": settings.data_dir,
-    }
     offline = harness.hub_offline() if settings.data_dir is not None else contextlib.nullcontext()
     with offline:
-        for benchmark in (b for b in settings.benchmarks if b in CORPUS_PERPLEXITIES):
-            started = time.perf_counter()
-            if grouped:
-                results, stats = evaluate_perplexity_for_sets(model, tokenizer, benchmark, sets, **window_args)
-                blocks["blocks_run"] += stats.blocks_run
-                blocks["naive_blocks"] += stats.naive_blocks
-            else:
-                results = {(): evaluate_perplexity(model, tokenizer, benchmark, engine=engine, **window_args)}
-            for s in sets:
-                result, part = results[s], parts[s]
-                part["metrics"].append(
-                    MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens)
-                )
-                part["seconds"][benchmark] = result.seconds
-                part["perplexity"][benchmark] = result.to_dict()
-                part["samples"].extend(result.sample_rows())
-            progress.step(note=f"{benchmark} took {time.perf_counter() - started:.1f}s")
-        tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
-        if tasks:
-            with harness.task_manager(settings.data_dir, tasks) as manager:
-                lm = harness.make_lm(model, tokenizer, settings.batch_size, engine=engine)
-                if grouped:
-                    lm.use_set_group(sets)
-                for task in tasks:
-                    started = time.perf_counter()
-                    task_objects = harness.load_task(manager, task)  # built once, run for every set
-                    for s in sets:  # the first run scores the task's requests for every set
-                        if grouped:
-                            lm.active_set = s
-                        run = harness.run_task(
-                            lm,
-                            manager,
-                            task,
-                            limit=settings.task_limit(task),
-                            bootstrap_iters=settings.bootstrap_iters,
-                            task_objects=task_objects,
-                        )
-                        parts[s]["metrics"].extend(run.metrics)
-                        parts[s]["runs"].append(run.results)
-                        parts[s]["samples"].extend(run.samples or [])
-                    seconds = time.perf_counter() - started
-                    for s in sets:
-                        parts[s]["seconds"][task] = seconds / len(sets)
-                    progress.step(note=f"{task} took {seconds:.1f}s")
-                if grouped:
-                    blocks["blocks_run"] += lm.group_stats.blocks_run
-                    blocks["naive_blocks"] += lm.group_stats.naive_blocks
+        _score_perplexities(model, tokenizer, settings, sets, engine, parts, blocks, progress)
+        _score_tasks(model, tokenizer, settings, sets, engine, parts, blocks, progress)
     if grouped:
         log.info(
             "%d removed set(s): %d blocks run, %d if each model ran on its own",
@@ -183,22 +130,95 @@ def evaluate_sets(
             blocks["blocks_run"],
             blocks["naive_blocks"],
         )
-    evaluations = {}
-    for s in sets:
-        part = parts[s]
-        raw = harness.merge_results(part["runs"])
-        raw["depthprune"] = {
-            "removed": list(s),
-            "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
-            "perplexity": part["perplexity"],
-            "seconds": part["seconds"],
-        }
+    return {s: _evaluation(model, s, parts[s], sets, blocks if grouped else None) for s in sets}
+
+
+def _score_perplexities(model, tokenizer, settings: EvalSettings, sets, engine: str, parts, blocks, progress) -> None:
+    """The corpus perplexities of ``settings.benchmarks`` for every set, into ``parts`` (and the one
+    pass's block counts into ``blocks``)."""
+    from depthprune.evaluation.perplexity import evaluate_perplexity, evaluate_perplexity_for_sets
+
+    window_args = {
+        "seq_len": settings.ppl_seq_len,
+        "max_tokens": settings.ppl_max_tokens,
+        "batch_size": settings.batch_size,
+        "data_dir": settings.data_dir,
+    }
+    for benchmark in (b for b in settings.benchmarks if b in CORPUS_PERPLEXITIES):
+        started = time.perf_counter()
+        if engine == "depthprune":
+            results, stats = evaluate_perplexity_for_sets(model, tokenizer, benchmark, sets, **window_args)
+            blocks["blocks_run"] += stats.blocks_run
+            blocks["naive_blocks"] += stats.naive_blocks
+        else:
+            results = {(): evaluate_perplexity(model, tokenizer, benchmark, engine=engine, **window_args)}
+        for s in sets:
+            result, part = results[s], parts[s]
+            part["metrics"].append(
+                MetricValue(benchmark, "perplexity", result.perplexity, result.stderr, result.n_tokens)
+            )
+            part["seconds"][benchmark] = result.seconds
+            part["perplexity"][benchmark] = result.to_dict()
+            part["samples"].extend(result.sample_rows())
+        progress.step(note=f"{benchmark} took {time.perf_counter() - started:.1f}s")
+
+
+def _score_tasks(model, tokenizer, settings: EvalSettings, sets, engine: str, parts, blocks, progress) -> None:
+    """The lm-eval tasks of ``settings.benchmarks`` for every set, into ``parts``: each task is built
+    once, and its first run scores its requests for every set (the batch trie)."""
+    from depthprune.evaluation import harness
+
+    tasks = [b for b in settings.benchmarks if b in LM_EVAL_TASKS]
+    if not tasks:
+        return
+    grouped = engine == "depthprune"
+    with harness.task_manager(settings.data_dir, tasks) as manager:
+        lm = harness.make_lm(model, tokenizer, settings.batch_size, engine=engine)
         if grouped:
-            raw["depthprune"]["set_group"] = {"sets": [list(t) for t in sets], **blocks}
-        evaluations[s] = Evaluation(
-            removed=s, metrics=part["metrics"], seconds=part["seconds"], raw=raw, samples=part["samples"]
-        )
-    return evaluations
+            lm.use_set_group(sets)
+        for task in tasks:
+            started = time.perf_counter()
+            task_objects = harness.load_task(manager, task)  # built once, run for every set
+            for s in sets:  # the first run scores the task's requests for every set
+                if grouped:
+                    lm.active_set = s
+                run = harness.run_task(
+                    lm,
+                    manager,
+                    task,
+                    limit=settings.task_limit(task),
+                    bootstrap_iters=settings.bootstrap_iters,
+                    task_objects=task_objects,
+                )
+                parts[s]["metrics"].extend(run.metrics)
+                parts[s]["runs"].append(run.results)
+                parts[s]["samples"].extend(run.samples or [])
+            seconds = time.perf_counter() - started
+            for s in sets:
+                parts[s]["seconds"][task] = seconds / len(sets)
+            progress.step(note=f"{task} took {seconds:.1f}s")
+        if grouped:
+            blocks["blocks_run"] += lm.group_stats.blocks_run
+            blocks["naive_blocks"] += lm.group_stats.naive_blocks
+
+
+def _evaluation(model, removed: tuple[int, ...], part: dict, sets, blocks: dict | None) -> Evaluation:
+    """One set's Evaluation from its scored ``part`` (``blocks``: the one pass's counts; None: not grouped)."""
+    from depthprune.evaluation import harness
+    from depthprune.models.loading import dtype_name
+
+    raw = harness.merge_results(part["runs"])
+    raw["depthprune"] = {
+        "removed": list(removed),
+        "dtype": dtype_name(next(model.parameters()).dtype),  # the resolved precision (dtype: auto)
+        "perplexity": part["perplexity"],
+        "seconds": part["seconds"],
+    }
+    if blocks is not None:
+        raw["depthprune"]["set_group"] = {"sets": [list(t) for t in sets], **blocks}
+    return Evaluation(
+        removed=removed, metrics=part["metrics"], seconds=part["seconds"], raw=raw, samples=part["samples"]
+    )
 
 
 def check_data(settings: EvalSettings) -> None:

@@ -14,12 +14,12 @@ log = logging.getLogger(__name__)
 def removed_from_args(args) -> tuple[int, ...]:
     """The removed set from ``--selection selection.json`` or ``--removed "3 5 7"`` (a selection made
     on another model is warned about, as ``evaluate`` does)."""
-    from depthprune.cli_common import model_name_from_args, read_selection
+    from depthprune.cli_common import model_setup, read_selection
 
     if getattr(args, "selection", None):
         if getattr(args, "removed", None):
             raise InputError("give either --selection or --removed, not both")
-        selection = read_selection(args.selection, model_name_from_args(args), applying="exporting it from")
+        selection = read_selection(args.selection, model_setup(args).display_name, applying="exporting it from")
         return parse_layers(selection["removed"])
     return parse_layers(getattr(args, "removed", None))
 
@@ -30,9 +30,9 @@ def run_prepare(args) -> int:
 
     from transformers import AutoConfig
 
-    from depthprune.cli_common import model_source_path
     from depthprune.io import atomic_write_json, check_inputs_outputs
     from depthprune.models.loading import resolve_local
+    from depthprune.models.setup import model_source_path
 
     check_inputs_outputs({"--model": model_source_path(args.model)}, {"--out": args.out})
     path = resolve_local(args.model, args.model_cache_dir)  # a clear error at once if offline
@@ -58,14 +58,14 @@ def run_prepare(args) -> int:
 
 
 def run_export(args) -> int:
-    from depthprune.cli_common import load_model_from_args, model_inputs
+    from depthprune.cli_common import model_inputs, model_setup
     from depthprune.io import check_inputs_outputs
     from depthprune.models.pruning import check_export_target, export_pruned, remove_blocks
 
     check_inputs_outputs({**model_inputs(args), "--selection": args.selection}, {"--out": args.out})
     removed = removed_from_args(args)
     check_export_target(args.out, args.overwrite)  # before the model load, not after
-    loaded = load_model_from_args(args)
+    loaded = model_setup(args).load()
     remove_blocks(loaded.model, removed)
     export_pruned(loaded.model, loaded.tokenizer, args.out, overwrite=args.overwrite)
     print(f"exported {loaded.name} without blocks [{format_layers(removed)}] to {args.out}")

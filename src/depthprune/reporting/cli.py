@@ -17,6 +17,13 @@ log = logging.getLogger(__name__)
 
 
 def register(subparsers) -> None:
+    add_aggregate(subparsers)
+    add_render(subparsers)
+    add_calibration_size(subparsers)
+    add_results_page(subparsers)
+
+
+def add_aggregate(subparsers) -> None:
     agg = subparsers.add_parser(
         "aggregate",
         help="collect selection.json / metrics.csv files into results/aggregate/",
@@ -61,6 +68,8 @@ def register(subparsers) -> None:
     agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
 
+
+def add_render(subparsers) -> None:
     ren = subparsers.add_parser(
         "render",
         help="draw Figures 1-3, Tables 1-6, the observations and the analyses from results/aggregate/",
@@ -100,6 +109,8 @@ def register(subparsers) -> None:
     )
     ren.set_defaults(func=run_render)
 
+
+def add_calibration_size(subparsers) -> None:
     size = subparsers.add_parser(
         "calibration-size",
         help="draw the calibration-size study (figure and table) from results/aggregate/",
@@ -113,6 +124,8 @@ def register(subparsers) -> None:
     size.add_argument("--out", default=FIGURES_DIR, help="output folder (default: %(default)s)")
     size.set_defaults(func=run_calibration_size)
 
+
+def add_results_page(subparsers) -> None:
     page = subparsers.add_parser(
         "results-page",
         help="write docs/results.md from the committed studies' figures and tables",

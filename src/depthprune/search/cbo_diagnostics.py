@@ -123,80 +123,103 @@ def diagnose(
     g, h = evaluator.gate_derivatives(params["derivatives"])
     derivative_seconds = time.perf_counter() - started
     linear, quadratic = energy_from_derivatives(np.asarray(g, np.float64), np.asarray(h, np.float64), allowed)
-
-    rows: list[dict] = []
-
-    def to_layers(combo) -> tuple[int, ...]:
-        return parse_layers(allowed[list(combo)])
-
-    def evaluate(kind: str, budget: int, combos: list[tuple[int, ...]], lin=linear, quad=quadratic, ranks=None):
-        if not combos:
-            return []
-        records = evaluator.evaluate([to_layers(c) for c in combos])
-        energy = energies(lin, quad, np.array(combos, dtype=np.int64).reshape(len(combos), -1))
-        for position, (combo, record, e) in enumerate(zip(combos, records, energy)):
-            rows.append(
-                {
-                    "kind": kind,
-                    "budget": budget,
-                    "rank": None if ranks is None else ranks[position],
-                    "removed": format_layers(to_layers(combo)),
-                    "energy": float(e),
-                    "predicted_loss": dense + float(e),
-                    "loss": float(record.loss),
-                }
-            )
-        return [float(r.loss) for r in records]
-
     eval_started = time.perf_counter()
-    dense = float(evaluator.evaluate([()])[0].loss)
+    scored = ScoredSets(evaluator, allowed, linear, quadratic)
     # Every single: the prior (one-shot's ranking) and the expansion's error at M = 1.
-    single = np.array(evaluate("single", 1, [(p,) for p in range(n_allowed)]))
-    ranking = sorted(range(n_allowed), key=lambda p: (single[p], int(allowed[p])))  # as SearchProblem.ranking
-    pair = None
-    if all_pairs:
-        pairs = list(itertools.combinations(range(n_allowed), 2))
-        losses = evaluate("pair", 2, pairs)
-        pair = np.zeros((n_allowed, n_allowed))
-        for (a, b), loss in zip(pairs, losses):
-            pair[a, b] = pair[b, a] = loss
+    single = np.array(scored.evaluate("single", 1, [(p,) for p in range(n_allowed)]))
+    pair = scored.all_pairs() if all_pairs else None
     for budget in model_error_budgets:
         if budget == 1 or (budget == 2 and all_pairs):
             continue  # every set of this size is already evaluated
         combos = random_sets(n_allowed, budget, n_random, np.random.default_rng([seed, 56, budget]))
-        evaluate("random", budget, combos)
-
-    k_max = max(ks)
-    solver_rows: list[dict] = []
+        scored.evaluate("random", budget, combos)
     # Named as cbo's `coefficients`; the rows of their K lowest sets are kind "lowest_<name>".
     energies_to_rank = {"gradient": (linear, quadratic)}
     if pair is not None:
-        energies_to_rank["ablation"] = ablation_terms(dense, single, pair)
-    for budget in budgets:
-        one_shot = tuple(sorted(ranking[:budget]))
-        evaluate("one_shot", budget, [one_shot])
-        one_shot_row = rows[-1]
-        for kind, (lin, quad) in energies_to_rank.items():
-            lowest = exact_lowest(lin, quad, budget, k_max, params["chunk_size"])
-            ranks = list(range(1, len(lowest) + 1))
-            evaluate("lowest_" + kind, budget, [c for _, c in lowest], lin, quad, ranks=ranks)
-            one_shot_energy = float(energies(lin, quad, np.array([one_shot]))[0])
-            below = count_below(lin, quad, budget, one_shot_energy, params["chunk_size"])
-            one_shot_row["one_shot_rank_" + kind] = below + 1
-            solver_rows.append(solver_check(kind, budget, lin, quad, lowest, params, seed, below + 1))
-    sets = pd.DataFrame(rows)
+        energies_to_rank["ablation"] = ablation_terms(scored.dense, single, pair)
+    ranking = sorted(range(n_allowed), key=lambda p: (single[p], int(allowed[p])))  # as SearchProblem.ranking
+    solver_rows = [
+        row
+        for budget in budgets
+        for row in rank_lowest(scored, energies_to_rank, ranking, budget, max(ks), params, seed)
+    ]
+    sets = pd.DataFrame(scored.rows)
     rank_columns = [c for c in sets.columns if c.startswith("one_shot_rank_")]
     sets = sets[SET_COLUMNS + rank_columns]
     record = {
         "n_layers": n_layers,
         "protected": sorted(protected),
-        "dense_loss": dense,
+        "dense_loss": scored.dense,
         "derivative_seconds": derivative_seconds,
         "evaluation_seconds": time.perf_counter() - eval_started,
         "n_evaluated": len(sets),
         "cbo_params": params,
     }
     return Diagnosis(sets, model_error_table(sets), topk_table(sets, ks), pd.DataFrame(solver_rows), record)
+
+
+class ScoredSets:
+    """The sets the diagnosis evaluates, one row each (``rows``: kind, budget, rank, removed, energy,
+    the expansion's predicted loss and the true loss); sets are positions among the ``allowed`` blocks."""
+
+    def __init__(self, evaluator, allowed, linear, quadratic):
+        self.evaluator, self.allowed, self.linear, self.quadratic = evaluator, allowed, linear, quadratic
+        self.rows: list[dict] = []
+        self.dense = float(evaluator.evaluate([()])[0].loss)
+
+    def to_layers(self, combo) -> tuple[int, ...]:
+        return parse_layers(self.allowed[list(combo)])
+
+    def evaluate(self, kind: str, budget: int, combos: list[tuple[int, ...]], lin=None, quad=None, ranks=None):
+        """The true losses of ``combos``, each recorded with its energy under (``lin``, ``quad``;
+        default: the gradient energy)."""
+        if not combos:
+            return []
+        lin = self.linear if lin is None else lin
+        quad = self.quadratic if quad is None else quad
+        records = self.evaluator.evaluate([self.to_layers(c) for c in combos])
+        energy = energies(lin, quad, np.array(combos, dtype=np.int64).reshape(len(combos), -1))
+        for position, (combo, record, e) in enumerate(zip(combos, records, energy)):
+            self.rows.append(
+                {
+                    "kind": kind,
+                    "budget": budget,
+                    "rank": None if ranks is None else ranks[position],
+                    "removed": format_layers(self.to_layers(combo)),
+                    "energy": float(e),
+                    "predicted_loss": self.dense + float(e),
+                    "loss": float(record.loss),
+                }
+            )
+        return [float(r.loss) for r in records]
+
+    def all_pairs(self) -> np.ndarray:
+        """Every pair's loss, as a symmetric matrix over the allowed positions (the ablation energy's terms)."""
+        n_allowed = len(self.allowed)
+        pairs = list(itertools.combinations(range(n_allowed), 2))
+        losses = self.evaluate("pair", 2, pairs)
+        pair = np.zeros((n_allowed, n_allowed))
+        for (a, b), loss in zip(pairs, losses):
+            pair[a, b] = pair[b, a] = loss
+        return pair
+
+
+def rank_lowest(scored: ScoredSets, energies_to_rank: dict, ranking, budget: int, k_max: int, params, seed) -> list:
+    """At ``budget``: one-shot's set, each energy's ``k_max`` lowest sets and one-shot's rank under it,
+    evaluated; returns the solver checks (one per energy)."""
+    one_shot = tuple(sorted(ranking[:budget]))
+    scored.evaluate("one_shot", budget, [one_shot])
+    one_shot_row = scored.rows[-1]
+    solver_rows = []
+    for kind, (lin, quad) in energies_to_rank.items():
+        lowest = exact_lowest(lin, quad, budget, k_max, params["chunk_size"])
+        ranks = list(range(1, len(lowest) + 1))
+        scored.evaluate("lowest_" + kind, budget, [c for _, c in lowest], lin, quad, ranks=ranks)
+        one_shot_energy = float(energies(lin, quad, np.array([one_shot]))[0])
+        below = count_below(lin, quad, budget, one_shot_energy, params["chunk_size"])
+        one_shot_row["one_shot_rank_" + kind] = below + 1
+        solver_rows.append(solver_check(kind, budget, lin, quad, lowest, params, seed, below + 1))
+    return solver_rows
 
 
 def solver_check(kind, budget, linear, quadratic, exact, params, seed, one_shot_rank) -> dict:

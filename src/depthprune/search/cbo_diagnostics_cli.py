@@ -19,10 +19,9 @@ from depthprune.cli_common import (
     add_calibration_args,
     add_evaluator_args,
     add_model_args,
-    build_evaluator,
     calibration_setup,
-    check_calibration_inputs,
-    load_model_from_args,
+    evaluator_setup,
+    model_setup,
 )
 from depthprune.errors import InputError
 
@@ -89,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--random-sets must be at least 3 (a Spearman ρ needs three sets), got {args.random_sets}")
     if min(args.k) < 1:
         raise InputError(f"--k: every K must be at least 1, got {args.k}")
-    setup = calibration_setup(args)
-    samples = check_calibration_inputs(args, setup=setup)
-    loaded = load_model_from_args(args)
-    evaluator = build_evaluator(args, loaded, samples=samples, setup=setup)
+    model, setup, engine = model_setup(args), calibration_setup(args), evaluator_setup(args)
+    samples = engine.check(model, setup)
+    loaded = model.load()
+    evaluator = engine.build(model, setup, loaded, samples=samples)
     result = diagnose(
         evaluator,
         seed=args.seed,

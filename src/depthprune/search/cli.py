@@ -13,20 +13,19 @@ from typing import Any
 
 import yaml
 
+from depthprune.calibration.setup import CalibrationSetup
 from depthprune.cli_common import (
     add_calibration_args,
     add_evaluator_args,
     add_model_args,
-    build_evaluator,
     calibration_setup,
-    check_calibration_inputs,
-    load_model_from_args,
+    evaluator_setup,
     model_inputs,
-    protected_from_args,
-    token_budget,
+    model_setup,
 )
 from depthprune.errors import InputError
 from depthprune.io import check_inputs_outputs, format_layers
+from depthprune.models.setup import ModelSetup
 from depthprune.prior import check_prior, load_prior
 from depthprune.search import ALGORITHMS, get_algorithm
 from depthprune.search.base import validate_budget
@@ -102,20 +101,21 @@ def parse_scalar(text: str) -> Any:
     return value
 
 
-def expected_prior_record(args: argparse.Namespace, setup, n_layers: int) -> dict[str, Any]:
+def expected_prior_record(
+    model: ModelSetup, calibration: CalibrationSetup, protected: tuple[int, ...]
+) -> dict[str, Any]:
     """The evaluator record this search's own prior would carry (``engine/evaluator.describe``), as
     far as it is known without loading the model: the model's fingerprint, the calibration setup's
-    name and record, the resolved dtype, the protected layers (``n_layers``: the prior's, which
+    name and record, the resolved dtype, the protected layers (for the prior's number of blocks, which
     resolves --protect boundary) and the scoring version."""
-    from depthprune.models.loading import dtype_name, model_fingerprint, resolve_device, resolve_dtype, resolve_local
     from depthprune.versions import SCORING_VERSION
 
     return {
-        "model_fingerprint": model_fingerprint(resolve_local(args.model, args.model_cache_dir)),
-        "calibration": setup.name,
-        **setup.record(),
-        "dtype": dtype_name(resolve_dtype(args.dtype, resolve_device(args.device))),
-        "protected": list(protected_from_args(args, n_layers)),
+        "model_fingerprint": model.fingerprint(),
+        "calibration": calibration.name,
+        **calibration.record(),
+        "dtype": model.resolved_dtype_name(),
+        "protected": list(protected),
         "scoring_version": SCORING_VERSION,
     }
 
@@ -155,20 +155,21 @@ def _run_locked(args: argparse.Namespace) -> int:
 
     # Cheap checks first: a typo in --param, a mismatched prior or bad data must not cost a model load.
     params = get_algorithm(args.algorithm).resolve_params(parse_params(args.param))
-    setup = calibration_setup(args)
-    prior = load_prior(args.prior, setup.name)
+    model, calibration, engine = model_setup(args), calibration_setup(args), evaluator_setup(args)
+    prior = load_prior(args.prior, calibration.name)
     n_layers = prior.get("n_layers", len(prior["scores"]))
-    validate_budget(args.budget, n_layers, protected_from_args(args, n_layers))
-    check_prior(args.prior, prior, expected_prior_record(args, setup, n_layers))
-    samples = check_calibration_inputs(args, setup=setup)
+    protected = engine.protected_for(n_layers)
+    validate_budget(args.budget, n_layers, protected)
+    check_prior(args.prior, prior, expected_prior_record(model, calibration, protected))
+    samples = engine.check(model, calibration)
     heldout_samples = None
     if args.heldout_samples is not None:  # read and checked (disjoint from this sample) before the model loads
-        heldout_samples = setup.load_heldout(args.heldout_samples)
+        heldout_samples = calibration.load_heldout(args.heldout_samples)
     if args.recompute:
         clear_workdir(args.workdir)  # the BO study: this search's own cache (refused if not its folder)
     claim_workdir(args.workdir)
-    loaded = load_model_from_args(args)
-    evaluator = build_evaluator(args, loaded, samples=samples, setup=setup)
+    loaded = model.load()
+    evaluator = engine.build(model, calibration, loaded, samples=samples)
     validate_budget(args.budget, evaluator.n_layers, evaluator.protected)
     recorded_data = (prior.get("evaluator") or {}).get("data_hash")
     if recorded_data is not None and recorded_data != evaluator.describe()["data_hash"]:
@@ -187,7 +188,9 @@ def _run_locked(args: argparse.Namespace) -> int:
         prior_seconds=float(prior.get("cost", {}).get("seconds", 0.0)),
     )
     if heldout_samples is not None:
-        objective = setup.build_objective(loaded.tokenizer, token_budget(args), heldout_samples)
+        objective = calibration.build_objective(
+            loaded.tokenizer, engine.batch_tokens(calibration.seq_len), heldout_samples
+        )
         result.heldout = {"n_samples": args.heldout_samples, **score_heldout(loaded, objective, result.removed)}
         log.info(
             "held-out loss %.6g on %d samples (%.1f s)",
@@ -195,19 +198,24 @@ def _run_locked(args: argparse.Namespace) -> int:
             args.heldout_samples,
             result.heldout["seconds"],
         )
-    losses = {"selected set's loss": result.loss}
-    if result.heldout is not None:
-        losses["held-out loss"] = result.heldout["loss"]
-    bad = [f"{what} {value}" for what, value in losses.items() if not math.isfinite(value)]
-    if bad:
-        raise InputError(
-            f"search: model {loaded.name!r} gives a non-finite {', '.join(bad)} for removed set "
-            f"[{format_layers(result.removed)}]: its weights or computation are broken (NaN/inf); nothing was written"
-        )
-    write_outputs(result, loaded.name, setup.name, args.out_selection, args.out_trace)
+    check_finite(result, loaded.name)
+    write_outputs(result, loaded.name, calibration.name, args.out_selection, args.out_trace)
     print(
         f"{args.algorithm} M={args.budget}: removed [{format_layers(result.removed)}] loss={result.loss:.6g} "
         f"distinct={result.distinct_evaluations} memo_hits={result.memo_hits} blocks={result.blocks_run} "
         f"seconds={result.search_seconds:.1f} -> {args.out_selection}"
     )
     return 0
+
+
+def check_finite(result, model_name: str) -> None:
+    """A non-finite selected or held-out loss is the model's breakage: refused before anything is written."""
+    losses = {"selected set's loss": result.loss}
+    if result.heldout is not None:
+        losses["held-out loss"] = result.heldout["loss"]
+    bad = [f"{what} {value}" for what, value in losses.items() if not math.isfinite(value)]
+    if bad:
+        raise InputError(
+            f"search: model {model_name!r} gives a non-finite {', '.join(bad)} for removed set "
+            f"[{format_layers(result.removed)}]: its weights or computation are broken (NaN/inf); nothing was written"
+        )

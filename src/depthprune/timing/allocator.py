@@ -49,19 +49,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
 
-def run(args) -> int:
-    return _child(args) if args.child else _parent(args)
+def run(
+    model: str,
+    dtype: str,
+    data_dir: str | None,
+    budget: int,
+    limit: int,
+    sets: list[str],
+    ppl_seq_len: int,
+    rounds: int,
+    child: bool,
+) -> int:
+    if child:
+        return _child(model, dtype, data_dir, budget, limit, sets, ppl_seq_len)
+    return _parent(model, dtype, data_dir, budget, limit, sets, ppl_seq_len, rounds)
 
 
-def _parent(args) -> int:
+def _parent(
+    model: str,
+    dtype: str,
+    data_dir: str | None,
+    budget: int,
+    limit: int,
+    sets: list[str],
+    ppl_seq_len: int,
+    rounds: int,
+) -> int:
     command = [sys.executable, "-m", "depthprune", "timing", "allocator", "--child"]
-    for flag in ("model", "dtype", "data_dir", "budget", "limit", "ppl_seq_len"):
-        value = getattr(args, flag)
+    options = {
+        "model": model,
+        "dtype": dtype,
+        "data_dir": data_dir,
+        "budget": budget,
+        "limit": limit,
+        "ppl_seq_len": ppl_seq_len,
+    }
+    for flag, value in options.items():
         if value is not None:
             command += ["--" + flag.replace("_", "-"), str(value)]
-    command += ["--sets", *args.sets]
+    command += ["--sets", *sets]
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-    for round_index in range(args.rounds):
+    for round_index in range(rounds):
         for mode in MODES:
             env = {**os.environ, allocator.ENV_VAR: mode}
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -97,7 +125,9 @@ def _parent(args) -> int:
     return 0
 
 
-def _child(args) -> int:
+def _child(
+    model: str, dtype: str, data_dir: str | None, budget: int, limit: int, sets: list[str], ppl_seq_len: int
+) -> int:
     import dataclasses
     import resource
     from pathlib import Path
@@ -105,37 +135,29 @@ def _child(args) -> int:
     from depthprune.evaluation.run import EvalSettings, evaluate_sets
     from depthprune.io import parse_layers
     from depthprune.models.loading import dtype_name, load_model
-    from depthprune.timing.evaluator import calibration_workload
+    from depthprune.timing.evaluator import calibration_workload, workload_setups
 
-    loaded = load_model(args.model, dtype=args.dtype, device="cpu")
-    workload = argparse.Namespace(
-        model=args.model,
-        calibration="ppl_c4",
-        n_samples=8,
-        seq_len=64,
-        seed=0,
-        data_dir=args.data_dir,
-        budget=args.budget,
-    )
-    evaluator, calibration_seconds, losses, _ = calibration_workload(workload, False, loaded, dtype=args.dtype)
+    loaded = load_model(model, dtype=dtype, device="cpu")
+    setups = workload_setups(model, "ppl_c4", n_samples=8, seq_len=64, seed=0, data_dir=data_dir or None, dtype=dtype)
+    evaluator, calibration_seconds, losses, _ = calibration_workload(setups, budget, loaded)
     del evaluator
 
     settings = EvalSettings(
         benchmarks=("wikitext2", "hellaswag"),
-        limit=args.limit,
-        ppl_seq_len=args.ppl_seq_len,
-        ppl_max_tokens=4 * args.ppl_seq_len,
+        limit=limit,
+        ppl_seq_len=ppl_seq_len,
+        ppl_max_tokens=4 * ppl_seq_len,
         batch_size=8,
         bootstrap_iters=0,
-        data_dir=Path(args.data_dir).resolve() if args.data_dir else None,
+        data_dir=Path(data_dir).resolve() if data_dir else None,
         headline={},
     )
-    sets = [(), *(parse_layers(text) for text in args.sets)]
-    evaluate_sets(loaded.model, loaded.tokenizer, dataclasses.replace(settings, limit=2), sets)  # lm-eval warm-up
+    removed_sets = [(), *(parse_layers(text) for text in sets)]
+    evaluate_sets(loaded.model, loaded.tokenizer, dataclasses.replace(settings, limit=2), removed_sets)  # warm-up
     started = time.perf_counter()
-    evaluations = evaluate_sets(loaded.model, loaded.tokenizer, settings, sets)
+    evaluations = evaluate_sets(loaded.model, loaded.tokenizer, settings, removed_sets)
     evaluation_seconds = time.perf_counter() - started
-    scores = [[row["value"] for row in evaluations[s].samples] for s in sets]  # window NLLs, log-likelihoods
+    scores = [[row["value"] for row in evaluations[s].samples] for s in removed_sets]  # window NLLs, log-likelihoods
     print(
         json.dumps(
             {

@@ -34,7 +34,8 @@ import time
 from collections import defaultdict
 
 from depthprune.cli_common import add_model_args
-from depthprune.evaluation.cli import add_evaluation_args, settings_from_args
+from depthprune.evaluation.cli import add_evaluation_args
+from depthprune.models.setup import ModelSetup
 
 # The default preset's evaluation settings (config.yaml); flags override them.
 PRESET_DEFAULTS = {"limit": 100, "ppl_seq_len": 2048, "ppl_max_tokens": 8192, "batch_size": 8}
@@ -90,30 +91,35 @@ class LinearMacs:
         self._handles = []
 
 
-def run(args) -> int:
-    if args.compare:
-        return run_compare(args)
-    from depthprune.cli_common import load_model_from_args
+def run(
+    model_setup: ModelSetup,
+    eval_settings,
+    removed: str,
+    out_metrics: str | None,
+    compare: bool,
+    compare_sets: list[str],
+) -> int:
+    if compare:
+        return run_compare(model_setup, eval_settings, compare_sets)
     from depthprune.evaluation.run import Labels, check_data, evaluate_model, write_outputs
     from depthprune.io import parse_layers
-    from depthprune.models.loading import default_name
     from depthprune.models.pruning import remove_blocks
 
-    settings = settings_from_args(args)
-    removed = parse_layers(args.removed)
+    settings = eval_settings
+    removed_set = parse_layers(removed)
     check_data(settings)
     start = time.perf_counter()
-    loaded = load_model_from_args(args)
-    if removed:
-        remove_blocks(loaded.model, removed)
+    loaded = model_setup.load()
+    if removed_set:
+        remove_blocks(loaded.model, removed_set)
     load_seconds = time.perf_counter() - start
-    evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed)
+    evaluation = evaluate_model(loaded.model, loaded.tokenizer, settings, removed_set)
     total = time.perf_counter() - start
 
-    labels = Labels.for_removed(args.name or default_name(args.model), removed)
-    frame = write_outputs(evaluation, labels, settings, args.out_metrics, None)
+    labels = Labels.for_removed(model_setup.display_name, removed_set)
+    frame = write_outputs(evaluation, labels, settings, out_metrics, None)
     print(
-        f"model {args.model} removed=[{args.removed}] dtype={loaded.dtype} device={loaded.device} "
+        f"model {model_setup.model} removed=[{removed}] dtype={loaded.dtype} device={loaded.device} "
         f"limit={settings.limit} ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
     )
     print(f"load+prune: seconds={load_seconds:.1f}")
@@ -124,83 +130,128 @@ def run(args) -> int:
     return 0
 
 
-def run_compare(args) -> int:
-    from depthprune.evaluation import harness
-    from depthprune.evaluation.run import check_data, evaluate_model, evaluate_sets
-    from depthprune.io import parse_layers
-    from depthprune.models.loading import load_model
-    from depthprune.models.pruning import remove_blocks
+class RequestRecorder:
+    """Every lm-eval request's log-likelihood per path, recorded by wrapping ``harness.make_lm`` while
+    the recorder is entered (``path`` and ``removed``: whose answers the next calls are)."""
 
-    settings = settings_from_args(args)
-    check_data(settings)
-    sets = [()] + [parse_layers(text) for text in args.compare_sets]
-    make_lm = harness.make_lm
-    recorded: dict[str, dict] = {}
-    instances: dict[tuple, object] = {}  # request key -> lm-eval Instance, for the float64 referee
-    current = {"removed": (), "path": "hflm"}
+    def __init__(self):
+        self.recorded: dict[str, dict] = {}  # path -> request key -> log-likelihood
+        self.instances: dict[tuple, object] = {}  # request key -> lm-eval Instance, for the float64 referee
+        self.path = "hflm"
+        self.removed: tuple = ()
 
-    def recording_make_lm(model, tokenizer, batch_size, engine=harness.LM_ENGINE):
-        lm = make_lm(model, tokenizer, batch_size, engine=engine)
-        answers = recorded.setdefault(current["path"], {})
+    def __enter__(self) -> RequestRecorder:
+        from depthprune.evaluation import harness
+
+        self._make_lm = harness.make_lm
+        harness.make_lm = self.make_lm
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from depthprune.evaluation import harness
+
+        harness.make_lm = self._make_lm
+
+    def make_lm(self, model, tokenizer, batch_size, **engine):
+        lm = self._make_lm(model, tokenizer, batch_size, **engine)
+        answers = self.recorded.setdefault(self.path, {})
         inner = lm.loglikelihood
 
         def loglikelihood(requests, disable_tqdm=False):
             results = inner(requests, disable_tqdm=disable_tqdm)
-            removed = lm.active_set if current["path"] == "grouped" else current["removed"]
+            removed = lm.active_set if self.path == "grouped" else self.removed
             for request, result in zip(requests, results):
                 key = (tuple(removed), request.task_name, request.doc_id, request.idx, request.args)
                 answers[key] = result[0]
-                instances.setdefault(key, request)
+                self.instances.setdefault(key, request)
             return results
 
         lm.loglikelihood = loglikelihood
         return lm
 
-    def load(removed=()):
-        loaded = load_model(args.model, dtype="float32", device=args.device, cache_dir=args.model_cache_dir)
-        if removed:
-            remove_blocks(loaded.model, removed)
-        return loaded
 
-    paths = ("hflm", "engine", "grouped")
+PATHS = ("hflm", "engine", "grouped")
+
+
+def run_compare(model_setup: ModelSetup, settings, compare_sets: list[str]) -> int:
+    from depthprune.evaluation.run import check_data
+    from depthprune.io import parse_layers
+
+    check_data(settings)
+    sets = [()] + [parse_layers(text) for text in compare_sets]
+    with RequestRecorder() as recorder:
+        print(
+            f"compare: model {model_setup.model} float32, sets {['dense'] + compare_sets}, limit={settings.limit}, "
+            f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
+        )
+        models = {removed: load_pruned_float32(model_setup, removed) for removed in sets}  # sets[0]: unpruned
+        with LinearMacs([loaded.model for loaded in models.values()]) as counter:
+            metrics, seconds, blocks = time_paths(models, settings, recorder, counter)
+    totals = print_costs(seconds, blocks, counter.macs)
+    diff, equal, worst = compare_paths(recorder.recorded, metrics)
+    referee_float64(models, worst, recorder.recorded, recorder.instances)
+    print(
+        f"requests compared: {len(recorder.recorded.get('hflm', {}))}; seconds hflm={totals['hflm']:.1f} "
+        f"engine one model at a time={totals['engine']:.1f} ({totals['engine'] / totals['hflm']:.3f} of hflm) "
+        f"engine, all sets in one pass={totals['grouped']:.1f}"
+    )
+    print(
+        f"evaluate: seconds_ratio={totals['grouped'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
+        f"metrics_equal={'yes' if equal else 'no'}"
+    )
+    return 0
+
+
+def load_pruned_float32(model_setup: ModelSetup, removed: tuple):
+    """The model in float32 on its device, ``removed`` taken out (the comparison is float32 whatever --dtype)."""
+    from depthprune.models.loading import load_model
+    from depthprune.models.pruning import remove_blocks
+
+    loaded = load_model(model_setup.model, dtype="float32", device=model_setup.device, cache_dir=model_setup.cache_dir)
+    if removed:
+        remove_blocks(loaded.model, removed)
+    return loaded
+
+
+def time_paths(models: dict, settings, recorder: RequestRecorder, counter: LinearMacs):
+    """Every benchmark through the three paths (module doc), benchmark by benchmark: a shared machine's
+    speed drifts over a run of this length, and the paths then see the same drift instead of one path
+    a faster machine. Returns (metrics, seconds per (path, set) and benchmark, the one pass's blocks)."""
+    from depthprune.evaluation.run import evaluate_model, evaluate_sets
+
+    sets = list(models)
     metrics: dict[tuple, float] = {}
     seconds: dict[tuple, dict[str, float]] = {}  # (path, removed) -> benchmark -> seconds
     blocks = {"blocks_run": 0, "naive_blocks": 0}
-    harness.make_lm = recording_make_lm
-    try:
+    for benchmark in settings.benchmarks:
+        one = dataclasses.replace(settings, benchmarks=(benchmark,))
+        for removed in sets:  # HFLM and the engine, one pruned model at a time
+            for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
+                recorder.removed, recorder.path = removed, path
+                loaded = models[removed]
+                counter.label = (path, benchmark)
+                evaluation = evaluate_model(loaded.model, loaded.tokenizer, one, removed, engine=engine)
+                _record(path, {removed: evaluation}, metrics, seconds)
+        recorder.path = "grouped"  # the pipeline's path: all sets in one pass
+        counter.label = ("grouped", benchmark)
+        grouped = evaluate_sets(models[()].model, models[()].tokenizer, one, sets)
+        counter.label = None
+        _record("grouped", grouped, metrics, seconds)
+        for key in blocks:
+            blocks[key] += grouped[()].raw["depthprune"]["set_group"][key]
+        macs = {path: counter.macs[(path, benchmark)] for path in PATHS}
         print(
-            f"compare: model {args.model} float32, sets {['dense'] + args.compare_sets}, limit={settings.limit}, "
-            f"ppl_seq_len={settings.ppl_seq_len} ppl_max_tokens={settings.ppl_max_tokens}"
+            f"{benchmark}: "
+            + " ".join(f"{path}={sum(seconds[(path, r)][benchmark] for r in sets):.1f}s" for path in PATHS)
+            + f" linear multiply-adds grouped/hflm={macs['grouped'] / macs['hflm']:.3f}",
+            flush=True,
         )
-        models = {removed: load(removed) for removed in sets}  # sets[0] is (): the unpruned model
-        with LinearMacs([loaded.model for loaded in models.values()]) as counter:
-            # Benchmark by benchmark, every path in turn: a shared machine's speed drifts over a run of
-            # this length, and the paths then see the same drift instead of one path a faster machine.
-            for benchmark in settings.benchmarks:
-                one = dataclasses.replace(settings, benchmarks=(benchmark,))
-                for removed in sets:  # HFLM and the engine, one pruned model at a time
-                    for path, engine in (("hflm", "hflm"), ("engine", "depthprune")):
-                        current["removed"], current["path"] = removed, path
-                        loaded = models[removed]
-                        counter.label = (path, benchmark)
-                        evaluation = evaluate_model(loaded.model, loaded.tokenizer, one, removed, engine=engine)
-                        _record(path, {removed: evaluation}, metrics, seconds)
-                current["path"] = "grouped"  # the pipeline's path: all sets in one pass
-                counter.label = ("grouped", benchmark)
-                grouped = evaluate_sets(models[()].model, models[()].tokenizer, one, sets)
-                counter.label = None
-                _record("grouped", grouped, metrics, seconds)
-                for key in blocks:
-                    blocks[key] += grouped[()].raw["depthprune"]["set_group"][key]
-                macs = {path: counter.macs[(path, benchmark)] for path in paths}
-                print(
-                    f"{benchmark}: "
-                    + " ".join(f"{path}={sum(seconds[(path, r)][benchmark] for r in sets):.1f}s" for path in paths)
-                    + f" linear multiply-adds grouped/hflm={macs['grouped'] / macs['hflm']:.3f}",
-                    flush=True,
-                )
-    finally:
-        harness.make_lm = make_lm
+    return metrics, seconds, blocks
+
+
+def print_costs(seconds: dict, blocks: dict, counted_macs: dict) -> dict[str, float]:
+    """Print each path's seconds per set, the one pass's block calls and the linear multiply-adds;
+    returns each path's total seconds."""
     for (path, removed), per in seconds.items():
         text = " ".join(f"{b}={t:.1f}" for b, t in per.items())
         print(f"removed=[{' '.join(map(str, removed))}] {path}: seconds={sum(per.values()):.1f} ({text})")
@@ -208,15 +259,21 @@ def run_compare(args) -> int:
         f"one pass: {blocks['blocks_run']} block calls against {blocks['naive_blocks']} one model at a time "
         f"({blocks['blocks_run'] / blocks['naive_blocks']:.3f}): the most sharing allows, for these sets"
     )
-    totals = {path: sum(sum(per.values()) for (p, _), per in seconds.items() if p == path) for path in paths}
-    macs = {path: sum(n for (p, _), n in counter.macs.items() if p == path) for path in paths}
+    totals = {path: sum(sum(per.values()) for (p, _), per in seconds.items() if p == path) for path in PATHS}
+    macs = {path: sum(n for (p, _), n in counted_macs.items() if p == path) for path in PATHS}
     print(
         "linear multiply-adds (blocks' projections and LM head, padding included; attention's products not "
         "counted): "
-        + " ".join(f"{path}={macs[path] / 1e12:.2f}T" for path in paths)
+        + " ".join(f"{path}={macs[path] / 1e12:.2f}T" for path in PATHS)
         + f"; grouped/hflm={macs['grouped'] / macs['hflm']:.3f} against seconds "
         f"{totals['grouped'] / totals['hflm']:.3f}"
     )
+    return totals
+
+
+def compare_paths(recorded: dict, metrics: dict) -> tuple[float, bool, dict]:
+    """The engine paths against HFLM: (largest |log-likelihood difference|, whether every metric agrees,
+    request key -> its largest difference); each metric that differs is printed."""
     theirs = recorded.get("hflm", {})
     diff, equal = 0.0, True
     worst: dict[tuple, float] = {}  # request key -> largest |engine path - hflm|
@@ -235,17 +292,7 @@ def run_compare(args) -> int:
             if not same:
                 equal = False
                 print(f"differs: removed={list(removed)} {benchmark} {metric}: hflm={value} {path}={other}")
-    referee_float64(models, worst, recorded, instances)
-    print(
-        f"requests compared: {len(theirs)}; seconds hflm={totals['hflm']:.1f} "
-        f"engine one model at a time={totals['engine']:.1f} ({totals['engine'] / totals['hflm']:.3f} of hflm) "
-        f"engine, all sets in one pass={totals['grouped']:.1f}"
-    )
-    print(
-        f"evaluate: seconds_ratio={totals['grouped'] / totals['hflm']:.3f} max_abs_loglik_diff={diff:.2e} "
-        f"metrics_equal={'yes' if equal else 'no'}"
-    )
-    return 0
+    return diff, equal, worst
 
 
 def referee_float64(models: dict, worst: dict, recorded: dict, instances: dict, top: int = 5) -> None:

@@ -35,57 +35,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def calibration_workload(args, no_cache: bool, loaded=None, tlm_context: str = "shared", dtype: str = "float32"):
-    """The prior plus a greedy pass to ``args.budget`` (``args``: model, calibration, n_samples,
-    seq_len, seed, data_dir, budget). Returns (evaluator, wall seconds, every loss, search result)."""
-    from depthprune.cli_common import build_evaluator, shared_namespace
+def workload_setups(
+    model: str,
+    calibration: str,
+    n_samples: int,
+    seq_len: int,
+    seed: int,
+    data_dir: str | None,
+    no_cache: bool = False,
+    tlm_context: str = "shared",
+    dtype: str = "float32",
+):
+    """The model, calibration and evaluator setups of the timing workload on the CPU: what `depthprune
+    prior/search` build from these options, every other option at its default."""
+    from depthprune.calibration.setup import CalibrationSetup
+    from depthprune.engine.setup import EvaluatorSetup
+    from depthprune.models.setup import ModelSetup
+
+    return (
+        ModelSetup(model, dtype=dtype, device="cpu"),
+        CalibrationSetup(
+            calibration, n_samples=n_samples, seq_len=seq_len, seed=seed, tlm_context=tlm_context, data_dir=data_dir
+        ),
+        EvaluatorSetup(no_cache=no_cache),
+    )
+
+
+def calibration_workload(setups, budget: int, loaded=None):
+    """The prior plus a greedy pass to ``budget`` with the evaluator of ``setups`` (``workload_setups``).
+    Returns (evaluator, wall seconds, every loss, search result)."""
     from depthprune.prior import compute_prior
     from depthprune.search.runner import run_search
 
-    # The evaluator is built exactly as `depthprune prior/search` build it, from their own options.
-    namespace = shared_namespace(
-        model=args.model,
-        dtype=dtype,
-        device="cpu",
-        calibration=args.calibration,
-        n_samples=args.n_samples,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        data_dir=args.data_dir or None,
-        no_cache=no_cache,
-        tlm_context=tlm_context,
-    )
+    model, calibration, engine = setups
     started = time.perf_counter()
-    evaluator = build_evaluator(namespace, loaded=loaded)
+    evaluator = engine.build(model, calibration, loaded=loaded)
     prior = compute_prior(evaluator)
     with tempfile.TemporaryDirectory() as workdir:
-        result = run_search(evaluator, "greedy", args.budget, prior["scores"], args.seed, workdir)
+        result = run_search(evaluator, "greedy", budget, prior["scores"], calibration.seed, workdir)
     wall = time.perf_counter() - started
     losses = [prior["empty_loss"], *prior["scores"]] + [entry.loss for entry in result.trace]
     return evaluator, wall, losses, result
 
 
-def run(args) -> int:
+def run(
+    model: str,
+    data_dir: str | None,
+    calibration: str,
+    n_samples: int,
+    seq_len: int,
+    budget: int,
+    seed: int,
+    skip_uncached: bool,
+) -> int:
     from depthprune.models.loading import load_model
 
-    loaded = load_model(args.model, dtype="float32", device="cpu")
-    tlm = args.calibration == "tlm_cs170k"
+    loaded = load_model(model, dtype="float32", device="cpu")
+    tlm = calibration == "tlm_cs170k"
     modes = [("cached", False, "shared")]
-    if not args.skip_uncached:
+    if not skip_uncached:
         modes.append(("uncached", True, "shared"))
     if tlm:
         modes.append(("separate", False, "separate"))
     rows = {}
     for label, no_cache, context in modes:
-        evaluator, wall, losses, result = calibration_workload(args, no_cache, loaded, context)
+        setups = workload_setups(model, calibration, n_samples, seq_len, seed, data_dir or None, no_cache, context)
+        evaluator, wall, losses, result = calibration_workload(setups, budget, loaded)
         rows[label] = (evaluator.stats, wall, losses, result)
         n_layers = evaluator.n_layers
         del evaluator  # free the cached states before the next run
     c_stats, c_wall, c_losses, c_result = rows["cached"]
     equal = True
     print(
-        f"workload: prior ({n_layers} + 1 sets) + greedy to M={args.budget} under {args.calibration}, "
-        f"{args.n_samples} x {args.seq_len} tokens, {args.model}, float32"
+        f"workload: prior ({n_layers} + 1 sets) + greedy to M={budget} under {calibration}, "
+        f"{n_samples} x {seq_len} tokens, {model}, float32"
     )
     print(f"{'mode':<10}{'evaluations':>13}{'memo hits':>11}{'blocks run':>12}{'tokens':>12}{'wall s':>10}")
     for label, (stats, wall, _, _) in rows.items():

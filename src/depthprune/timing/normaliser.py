@@ -57,26 +57,37 @@ def _kernel_seconds(rows: int, vocab: int, dtype, rounds: int) -> tuple[dict[str
     return {name: statistics.median(times) for name, times in seconds.items()}, equal
 
 
-def run(args) -> int:
+def run(
+    model: str,
+    dtype: str,
+    data_dir: str | None,
+    calibration: str,
+    n_samples: int,
+    seq_len: int,
+    seed: int,
+    budget: int,
+    rounds: int,
+    threads: int | None,
+) -> int:
     import torch
 
     from depthprune.engine import scoring
     from depthprune.models.loading import dtype_name, load_model
-    from depthprune.timing.evaluator import calibration_workload
+    from depthprune.timing.evaluator import calibration_workload, workload_setups
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    loaded = load_model(args.model, dtype=args.dtype, device="cpu")
-    dtype = next(loaded.model.parameters()).dtype
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(model, dtype=dtype, device="cpu")
+    torch_dtype = next(loaded.model.parameters()).dtype
     vocab = loaded.model.get_output_embeddings().weight.shape[0]
     print(
-        f"{args.model}: vocabulary {vocab}, {dtype_name(dtype)}, {torch.get_num_threads()} threads, "
+        f"{model}: vocabulary {vocab}, {dtype_name(torch_dtype)}, {torch.get_num_threads()} threads, "
         f"CPU capability {torch.backends.cpu.get_cpu_capability()}, {scoring.LOGSUMEXP_BLOCK_ROWS} rows per block"
     )
     kernel_ratios = []  # the calibration chunk's first: the summary line's kernel_ratio
     all_equal = True
-    for rows in (args.n_samples * args.seq_len, 2048):
-        seconds, equal = _kernel_seconds(rows, vocab, dtype, args.rounds)
+    for rows in (n_samples * seq_len, 2048):
+        seconds, equal = _kernel_seconds(rows, vocab, torch_dtype, rounds)
         all_equal &= equal
         ratio = seconds["blocked"] / seconds["one call"]
         kernel_ratios.append(ratio)
@@ -88,21 +99,22 @@ def run(args) -> int:
     walls: dict[str, list[float]] = {name: [] for name in SETTINGS}
     losses: dict[str, list[float]] = {}
     default = scoring.LOGSUMEXP_BLOCK_ROWS
-    for round_index in range(args.rounds):
+    setups = workload_setups(
+        model, calibration, n_samples, seq_len, seed, data_dir or None, dtype=dtype_name(torch_dtype)
+    )
+    for round_index in range(rounds):
         for name, block_rows in SETTINGS.items():
             scoring.LOGSUMEXP_BLOCK_ROWS = default if block_rows is None else block_rows
             try:
-                evaluator, wall, run_losses, _ = calibration_workload(
-                    args, no_cache=False, loaded=loaded, dtype=dtype_name(dtype)
-                )
+                evaluator, wall, run_losses, _ = calibration_workload(setups, budget, loaded)
             finally:
                 scoring.LOGSUMEXP_BLOCK_ROWS = default
             del evaluator  # free the cached states before the next run
             walls[name].append(wall)
             all_equal &= losses.setdefault(name, run_losses) == run_losses
             print(
-                f"round {round_index + 1} {name:<8}: prior + greedy to M={args.budget} under {args.calibration} "
-                f"({args.n_samples} x {args.seq_len}) {wall:.1f}s",
+                f"round {round_index + 1} {name:<8}: prior + greedy to M={budget} under {calibration} "
+                f"({n_samples} x {seq_len}) {wall:.1f}s",
                 flush=True,
             )
     all_equal &= losses["one call"] == losses["blocked"]

@@ -24,9 +24,14 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from depthprune.cli_common import build_evaluator, device_option, shared_namespace
+from depthprune.calibration.setup import CalibrationSetup
+from depthprune.cli_common import device_option
+from depthprune.engine.setup import EvaluatorSetup
 from depthprune.errors import InputError
 from depthprune.io import format_layers
+from depthprune.models import DTYPE_CHOICES
+from depthprune.models.setup import ModelSetup
+from depthprune.paths import MODEL_CACHE_DIR
 from depthprune.prior import compute_prior
 from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
 from depthprune.search.cli import parse_params
@@ -71,24 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hyper-parameter override for one algorithm, e.g. bo.n_trials=50 (repeatable)",
     )
     parser.add_argument("--device", type=device_option, default="auto")
-    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--dtype", default="auto", choices=list(DTYPE_CHOICES))
     parser.add_argument("--model-cache-dir", default=None, help="converted checkpoints (default: cli_common's)")
     parser.add_argument("--workdir", help="BO studies (default: a fresh temporary folder, so nothing is resumed)")
-
-
-def evaluator_arguments(args: argparse.Namespace) -> argparse.Namespace:
-    """The shared model/calibration/evaluator arguments, with cli_common's defaults for the rest."""
-    return shared_namespace(
-        model=args.model,
-        calibration=args.calibration,
-        n_samples=args.n_samples,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        device=args.device,
-        dtype=args.dtype,
-        data_dir=args.data_dir or None,
-        model_cache_dir=args.model_cache_dir or None,
-    )
 
 
 def algorithm_params(items: list[str]) -> dict[str, dict]:
@@ -104,20 +94,40 @@ def algorithm_params(items: list[str]) -> dict[str, dict]:
     return {name: parse_params(values) for name, values in per_algorithm.items()}
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    model: str,
+    calibration: str,
+    data_dir: str | None,
+    n_samples: int,
+    seq_len: int,
+    seed: int,
+    budgets: list[int] | None,
+    algorithms: list[str],
+    exhaustive: list[int],
+    param: list[str],
+    device: str,
+    dtype: str,
+    model_cache_dir: str | None,
+    workdir: str | None,
+) -> int:
     from depthprune.search.runner import run_search  # pandas: imported when the timing runs
 
-    params = algorithm_params(args.param)
-    budgets = args.budgets or (sorted(set(args.exhaustive)) if args.exhaustive else [7, 9])
+    params = algorithm_params(param)
+    budgets = budgets or (sorted(set(exhaustive)) if exhaustive else [7, 9])
     started = time.perf_counter()
-    evaluator = build_evaluator(evaluator_arguments(args))
+    # The evaluator as `depthprune prior/search` build it, every other option at its default.
+    model_setup = ModelSetup(model, dtype=dtype, device=device, cache_dir=model_cache_dir or MODEL_CACHE_DIR)
+    calibration_setup = CalibrationSetup(
+        calibration, n_samples=n_samples, seq_len=seq_len, seed=seed, data_dir=data_dir or None
+    )
+    evaluator = EvaluatorSetup().build(model_setup, calibration_setup)
     n = evaluator.n_layers
     # The evaluator's capture pass computed L(∅): one request a naive implementation makes too.
     naive_blocks = n
     prior = compute_prior(evaluator)
     naive_blocks += sum(n - 1 for s in prior["scores"] if s is not None)
     print(
-        f"model={args.model} calibration={args.calibration} N={n} samples={args.n_samples}x{args.seq_len} "
+        f"model={model} calibration={calibration} N={n} samples={n_samples}x{seq_len} "
         f"prior: {prior['cost']['blocks_run']} blocks, {prior['cost']['seconds']:.1f} s"
     )
     header = (
@@ -126,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     print(header)
     results = {}
     with tempfile.TemporaryDirectory(prefix="timing-search-") as scratch:
-        workdir = Path(args.workdir or scratch)
+        folder = Path(workdir or scratch)
 
         def search(name: str, budget: int):
             result = run_search(
@@ -134,43 +144,57 @@ def run(args: argparse.Namespace) -> int:
                 name,
                 budget,
                 prior["scores"],
-                seed=args.seed,
-                workdir=workdir / f"M{budget}" / name,
+                seed=seed,
+                workdir=folder / f"M{budget}" / name,
                 params=params.get(name),
                 prior_seconds=prior["cost"]["seconds"],
             )
             nonlocal naive_blocks
             naive_blocks += result.naive_blocks + int(result.diagnostics.get("diagnostic_naive_blocks", 0))
-            print(
-                f"{budget:>2} {name:<18} {result.distinct_evaluations:>8} {result.memo_hits:>6} "
-                f"{result.blocks_run:>7} {result.search_seconds:>8.1f}  {result.loss:>9.5f}  [{format_layers(result.removed)}]",
-                flush=True,
-            )
-            if name == "cbo":
-                d = result.diagnostics
-                print(
-                    f"   cbo energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
-                    f"random{d.get('n_random', 0)}={_fmt(d.get('energy_loss_spearman_random'))}",
-                    flush=True,
-                )
+            print_search(name, budget, result)
             results[budget, name] = result
             return result
 
         for budget in budgets:
-            for name in args.algorithms:
+            for name in algorithms:
                 search(name, budget)
         optimality_lines = []
-        for budget in args.exhaustive:
+        for budget in exhaustive:
             truth = search("exhaustive", budget)
             losses = sorted(e.loss for e in truth.trace)
             optimality_lines.append(f"optimality: M={budget} optimum={truth.loss:.5f} subsets={len(losses)}")
-            for name in args.algorithms:
+            for name in algorithms:
                 result = results.get((budget, name)) or search(name, budget)
                 rank = 1 + sum(loss < result.loss for loss in losses)
                 optimality_lines.append(f"  {name:<18} gap={result.loss - truth.loss:.5f} rank={rank}/{len(losses)}")
     blocks_run = evaluator.stats.blocks_run  # cumulative since the evaluator was built
     print(f"total: blocks_run={blocks_run} naive_blocks={naive_blocks} seconds={time.perf_counter() - started:.1f}")
     print(f"search: blocks_ratio={blocks_run / naive_blocks:.4f}")
+    print_quality(results, budgets)
+    for line in optimality_lines:
+        print(line)
+    return 0
+
+
+def print_search(name: str, budget: int, result) -> None:
+    """One search's line (and CBO's energy-loss correlations)."""
+    print(
+        f"{budget:>2} {name:<18} {result.distinct_evaluations:>8} {result.memo_hits:>6} "
+        f"{result.blocks_run:>7} {result.search_seconds:>8.1f}  {result.loss:>9.5f}  [{format_layers(result.removed)}]",
+        flush=True,
+    )
+    if name == "cbo":
+        d = result.diagnostics
+        print(
+            f"   cbo energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
+            f"random{d.get('n_random', 0)}={_fmt(d.get('energy_loss_spearman_random'))}",
+            flush=True,
+        )
+
+
+def print_quality(results: dict, budgets) -> None:
+    """The search-quality line: the fewest distinct sets of a BO run, and where fast_block_select's set
+    differs from one-shot's, over the main table's budgets."""
     bo_distinct = [
         r.distinct_evaluations for (m, name), r in results.items() if name in ("bo", "bo_random") and m in budgets
     ]
@@ -179,9 +203,6 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"search-quality: bo_distinct_min={min(bo_distinct) if bo_distinct else 'NA'} fbs_differs={differs}/{len(fbs_cells)}"
     )
-    for line in optimality_lines:
-        print(line)
-    return 0
 
 
 def _fmt(value) -> str:

@@ -61,10 +61,10 @@ def stage_times(benchmarks_dir: str | Path):
     return table.sort_values("seconds", ascending=False).reset_index()
 
 
-def run(args) -> int:
+def run(benchmarks_dir: str, out: str | None) -> int:
     from depthprune.io import atomic_write_csv
 
-    table = stage_times(args.benchmarks_dir)
+    table = stage_times(benchmarks_dir)
     print(f"{'stage':<16}{'jobs':>5}{'seconds':>10}{'max job s':>11}{'cpu s':>10}{'max RSS MB':>12}{'share':>7}")
     for row in table.itertuples():
         print(
@@ -73,6 +73,6 @@ def run(args) -> int:
         )
     total = table["seconds"].sum()
     print(f"stages: total_job_seconds={total:.1f} ({total / 60:.1f} min) dominant={table['stage'].iloc[0]}")
-    if args.out:
-        atomic_write_csv(args.out, table)
+    if out:
+        atomic_write_csv(out, table)
     return 0
