@@ -12,15 +12,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 MAX_FUNCTION_LINES = 100
 
-# Functions other helpers are shortening now (issue 59 item 4): the lead removes each entry as its
-# split lands. Nothing else may pass the limit.
-LONG_FUNCTIONS_BEING_SPLIT = {
-    "reporting/verdicts/variance.py:observe_variance",
-    "reporting/verdicts/across_seeds.py:decision_table",
-    "reporting/render.py:render",
-    "reporting/verdicts/alignment.py:observe_rho",
-}
-
 
 @pytest.fixture(scope="module")
 def audit():
@@ -33,7 +24,7 @@ def audit():
 
 def test_no_function_in_src_is_over_100_lines(audit):
     long = {f"{f.module}:{f.name}": f.lines for f in audit.functions() if f.lines > MAX_FUNCTION_LINES}
-    assert set(long) - LONG_FUNCTIONS_BEING_SPLIT == set(), long
+    assert long == {}, long
 
 
 def test_no_module_below_the_cli_edge_reads_an_argparse_namespace(audit):
