@@ -25,6 +25,8 @@ from depthprune.errors import InputError
 from depthprune.io import atomic_write_text
 from depthprune.reporting.pages.directions import GAP, holds_means
 from depthprune.reporting.statistics.two_stage import ALGORITHM_SPREAD, CALIBRATION_SHIFT
+from depthprune.reporting.verdicts.across_seeds import INFORMATIVE_SCOPE
+from depthprune.reporting.verdicts.rules import DESCRIPTIVE
 from depthprune.results_schema import read_report_rows
 
 # Study folder -> (title, the preset that makes it); folders not listed get their own name.
@@ -386,6 +388,21 @@ def seeds_table(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
     return "\n".join(markdown_table(header, rows))
 
 
+def in_seeds_headline(row: dict, changed: set[str]) -> bool:
+    """Whether a seeds_claims.csv row is in the README's across-seeds table: every row that bears a
+    verdict, except the per-condition §5.2 rows and the parts of an "or" claim (summarised by their
+    claim's row) and the informative-task twins of rows they do not change (all are in the CSV and
+    docs/results.md)."""
+    statistic = row["statistic"]
+    if CALIBRATION_SHIFT in statistic or ALGORITHM_SPREAD in statistic or "(part '" in statistic:
+        return False
+    if row["verdict"] == DESCRIPTIVE:
+        return False
+    if statistic.endswith(INFORMATIVE_SCOPE):
+        return statistic.removesuffix(INFORMATIVE_SCOPE) in changed
+    return True
+
+
 def seeds_headline(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
     """The README's across-seeds table (docs/method.md §10): one row per claim and statistic of
     seeds_claims.csv (the TLM − perplexity gap per M in points), with the cross-seed estimate and
@@ -394,11 +411,14 @@ def seeds_headline(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
     The per-condition §5.2 rows are summarised by their "conditions whose … passes" rows and stay in
     the CSV (and docs/results.md)."""
     rows = []
-    for r in read_rows(Path(repo) / folder / "tables" / "seeds_claims.csv"):
-        if CALIBRATION_SHIFT in r["statistic"] or ALGORITHM_SPREAD in r["statistic"]:
-            continue  # one row per §5.2 condition: in the CSV
+    claims = read_rows(Path(repo) / folder / "tables" / "seeds_claims.csv")
+    changed = {r["statistic"] for r in claims if r.get("changed_by_informative") == "yes"}
+    for r in claims:
+        if not in_seeds_headline(r, changed):
+            continue
         if r["claim"] == GAP:
             label = "TLM − perplexity, " + r["statistic"].split(":")[0].split()[-1]  # "<model> M=7: …"
+            label += INFORMATIVE_SCOPE if r["statistic"].endswith(INFORMATIVE_SCOPE) else ""
             value, lo, hi = (float(r[k]) for k in ("estimate", "ci_low", "ci_high"))
             estimate = f"{value:+.1f} [{lo:+.1f}, {hi:+.1f}] points"
         else:
