@@ -288,12 +288,14 @@ def test_cbo_ablation_is_a_control_kept_out_of_the_paper_statistics():
     import pandas as pd
 
     from depthprune.reporting.render import paper_only
-    from depthprune.reporting.style import PAPER_ALGORITHMS, algorithm_name, is_control
+    from depthprune.reporting.style import DENSE_MARKER, PAPER_ALGORITHMS, RANDOM_SET_MARKER, algorithm_name, is_control
     from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
 
     assert is_control("cbo_ablation") and not is_control("cbo")
     assert "cbo_ablation" in STUDY_ALGORITHMS and "cbo_ablation" not in PAPER_ALGORITHMS
     assert algorithm_name("cbo_ablation") == "CBO (exact pairs)"
-    assert ALGORITHMS["cbo_ablation"].marker not in {cls.marker for n, cls in ALGORITHMS.items() if n != "cbo_ablation"}
+    # every search its own marker, none the dense model's or the random sets' (Figure 2 draws them all)
+    markers = [cls.marker for cls in ALGORITHMS.values()]
+    assert len(set(markers)) == len(markers) and not {DENSE_MARKER, RANDOM_SET_MARKER} & set(markers)
     frame = pd.DataFrame({"algorithm": ["dense", "one_shot", "cbo", "cbo_ablation"]})
     assert list(paper_only(frame)["algorithm"]) == ["dense", "one_shot", "cbo"]

@@ -126,7 +126,7 @@ class ExactPairsCBO(ConstrainedBinaryOptimisation):
 
     name = "cbo_ablation"
     display_name = "CBO (exact pairs)"
-    marker = "*"  # matplotlib marker in the figures
+    marker = "h"  # matplotlib marker in the figures
     in_paper = False  # a control: kept out of the statistics behind the paper's claims
     defaults = {**ConstrainedBinaryOptimisation.defaults, "coefficients": "ablation"}
 
