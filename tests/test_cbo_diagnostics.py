@@ -177,3 +177,23 @@ def test_committed_runs_pairs_cbo_with_one_shot_and_reads_its_diagnostic(tmp_pat
     assert (ppl["cbo_loss"], ppl["one_shot_loss"], bool(ppl["cbo_fails"])) == (7.5, 4.5, True)
     assert not tlm["cbo_fails"] and tlm["committed_spearman_random"] == 0.2
     assert pd.isna(ppl["committed_spearman_reranked"])
+
+
+def test_cbo_ablation_runs_through_the_registry_with_an_exact_pair_energy(tiny, objective, tmp_path):
+    """The exact-pairs control on the tiny real model at M = 2: its energy is L({i, j}) − L(∅) for
+    every pair, so its lowest-energy pair (rerank 1: no true-loss re-ranking to rescue it) is the
+    best pair by brute force, and energy and true loss rank random pairs alike (ρ = 1). The faithful
+    cbo's gate expansion does not (its ρ on the same pairs is below 1)."""
+    from depthprune.search.runner import run_search
+
+    evaluator = SubsetEvaluator(tiny, objective, calibration="ppl_c4", protected=(0, 7))
+    allowed = [1, 2, 3, 4, 5, 6]
+    prior = [None if i in (0, 7) else evaluator.loss((i,)) for i in range(8)]
+    best = min(itertools.combinations(allowed, 2), key=lambda s: (evaluator.loss(s), s))
+    params = {"rerank": 1, "diagnostic_sets": 12}
+    control = run_search(evaluator, "cbo_ablation", 2, prior, seed=0, workdir=tmp_path / "a", params=params)
+    assert control.removed == best
+    assert control.diagnostics["energy_loss_spearman_random"] == pytest.approx(1.0)
+    assert control.distinct_evaluations == 1 + 6 + 15  # ∅, the singles, the pairs (the re-ranked one among them)
+    faithful = run_search(evaluator, "cbo", 2, prior, seed=0, workdir=tmp_path / "g", params=params)
+    assert faithful.diagnostics["energy_loss_spearman_random"] < 0.99

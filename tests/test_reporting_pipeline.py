@@ -614,14 +614,19 @@ def test_seeds_as_replicates(tmp_path):
 
 
 def test_random_init_controls_get_rows_but_stay_out_of_the_paper_statistics(tmp_path):
-    """ga_random / bo_random: rows in Tables 1-4 and the figures, tables/controls.csv and their own
-    section in observations.md; Tables 5-6 and the Jaccard analyses keep the paper's seven."""
+    """ga_random / bo_random (and CBO's exact-pairs control): rows in Tables 1-4 and the figures,
+    tables/controls.csv and their own section in observations.md; Tables 5-6 and the Jaccard
+    analyses keep the paper's seven."""
     import shutil
 
     results = write_tree(tmp_path / "results", [("alpha", "ppl_c4", 2), ("alpha", "tlm_cs170k", 2)])
     for calibration in ("ppl_c4", "tlm_cs170k"):
         cell = results / "alpha" / calibration / "M2"
-        for control, guided, removed in (("ga_random", "ga", None), ("bo_random", "bo", [9, 10])):
+        for control, guided, removed in (
+            ("ga_random", "ga", None),
+            ("bo_random", "bo", [9, 10]),
+            ("cbo_ablation", "cbo", [3, 4]),
+        ):
             shutil.copytree(cell / guided, cell / control)
             selection = json.loads((cell / control / "selection.json").read_text())
             selection["algorithm"] = control
@@ -637,10 +642,11 @@ def test_random_init_controls_get_rows_but_stay_out_of_the_paper_statistics(tmp_
     for table in ("table1", "table3", "table4"):
         text = (out / "tables" / f"{table}.md").read_text()
         assert "random" in text.lower(), table  # the controls have rows
+        assert "CBO (exact pairs)" in text, table
     pairs = pd.read_csv(out / "tables" / "jaccard_pairs.csv")
-    assert not pairs.astype(str).apply(lambda c: c.str.contains("_random")).any().any()
+    assert not pairs.astype(str).apply(lambda c: c.str.contains("_random|cbo_ablation")).any().any()
     table5 = (out / "tables" / "table5.md").read_text() + (out / "tables" / "table6.md").read_text()
-    assert "random" not in table5.lower()
+    assert "random" not in table5.lower() and "exact pairs" not in table5
     controls = pd.read_csv(out / "tables" / "controls.csv")
     assert len(controls) == 4 and set(controls["control"]) == {"ga_random", "bo_random"}
     assert controls.set_index(["calibration", "control"])["identical"].to_dict() == {

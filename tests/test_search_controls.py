@@ -249,3 +249,53 @@ def test_cbo_derivatives_see_the_shared_context_rows(tiny_model_dir, data_dir):
     (g_shared, h_shared), (g_separate, h_separate) = derivatives[True], derivatives[False]
     np.testing.assert_allclose(g_shared, g_separate, rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(h_shared, h_separate, rtol=1e-3, atol=1e-5)
+
+
+def cliff_objective(cliff_block: int = 2, cliff: float = 10.0) -> SyntheticEvaluator:
+    """L(α) = 1 + Σ u_i (1 − α_i) + Σ_{i<j} P_ij (1 − α_i)(1 − α_j) + c (1 − α_k)⁴ on 10 blocks.
+
+    The quartic term has zero first and second derivatives at α = 1, so the gate expansion sees
+    block k as the cheapest of all (u_k = 0.01), while removing it (α_k = 0) costs c = 10 more: the
+    kind of block the diagnosis found in SmolLM2 (docs/method.md §4.6, block 11). Every other block
+    costs about 1, so each of the energy's 36 sets holding k ranks below every set without it."""
+    rng = np.random.default_rng(0)
+    unary = 1.0 + 0.1 * rng.random(10)
+    unary[cliff_block] = 0.01
+    pairwise = 0.02 * rng.standard_normal((10, 10))
+    ev = SyntheticEvaluator(unary, pairwise)
+    derivatives = ev.gate_derivatives  # of the quadratic part: the quartic adds nothing at α = 1
+    ev.unary = unary.copy()
+    ev.unary[cliff_block] += cliff  # L on {0, 1}^N: the quartic term is c where x_k = 1
+    ev.gate_derivatives = lambda method="full_graph": (-unary.copy(), derivatives(method)[1])
+    return ev
+
+
+def test_cbo_ablation_avoids_a_block_the_gate_expansion_misses(tmp_path):
+    """The exact-pairs control finds the optimum where the faithful cbo, trusting the expansion,
+    keeps only sets that remove the catastrophic block (all its 16 re-ranked sets hold it)."""
+    ev = cliff_objective()
+    optimum = min(itertools.combinations(range(10), 3), key=lambda s: (ev.true_loss(s), s))
+    assert 2 not in optimum
+    faithful = search(ev, "cbo", 3, tmp_path, diagnostic_sets=0)
+    assert 2 in faithful.removed and faithful.loss > ev.true_loss(optimum) + 5
+    control = search(ev, "cbo_ablation", 3, tmp_path, diagnostic_sets=0)
+    assert control.removed == optimum and control.hyperparameters["coefficients"] == "ablation"
+    # its cost: ∅, every single and every pair, then the 16 re-ranked sets (docs/method.md §4.6)
+    assert control.distinct_evaluations == 1 + 10 + 45 + 16
+
+
+def test_cbo_ablation_is_a_control_kept_out_of_the_paper_statistics():
+    import pandas as pd
+
+    from depthprune.reporting.render import paper_only
+    from depthprune.reporting.style import DENSE_MARKER, PAPER_ALGORITHMS, RANDOM_SET_MARKER, algorithm_name, is_control
+    from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
+
+    assert is_control("cbo_ablation") and not is_control("cbo")
+    assert "cbo_ablation" in STUDY_ALGORITHMS and "cbo_ablation" not in PAPER_ALGORITHMS
+    assert algorithm_name("cbo_ablation") == "CBO (exact pairs)"
+    # every search its own marker, none the dense model's or the random sets' (Figure 2 draws them all)
+    markers = [cls.marker for cls in ALGORITHMS.values()]
+    assert len(set(markers)) == len(markers) and not {DENSE_MARKER, RANDOM_SET_MARKER} & set(markers)
+    frame = pd.DataFrame({"algorithm": ["dense", "one_shot", "cbo", "cbo_ablation"]})
+    assert list(paper_only(frame)["algorithm"]) == ["dense", "one_shot", "cbo"]

@@ -22,6 +22,7 @@ SMALL = {
     "bo_random": {"n_trials": 12, "n_startup_trials": 4},
     "beam": {"beam_width": 3},
     "cbo": {"rerank": 4, "diagnostic_sets": 0},
+    "cbo_ablation": {"rerank": 4, "diagnostic_sets": 0},
     "fast_block_select": {"max_iters": 3, "top_k": 4},
 }
 # Other paths of the same searches: CBO's ablation energy and its annealing above exact_limit, GA
@@ -60,6 +61,22 @@ def test_the_planner_takes_each_searchs_own_defaults():
     for name, cls in ALGORITHMS.items():
         assert search_evaluations(name, {}, 12, 3) == cls().expected_requests(12, 3, cls().resolve_params())
     assert search_evaluations("bo", {}, 12, 3) == min(get_algorithm("bo").defaults["n_trials"], math.comb(12, 3))
+
+
+def test_the_planner_charges_gate_derivatives_by_the_searchs_resolved_coefficients():
+    """cbo_ablation's config entry may leave `coefficients` out: its default (ablation) decides, so its
+    job is charged its evaluations only, and cbo's the gate derivatives' passes on top."""
+    from types import SimpleNamespace
+
+    from depthprune.plan import search_cost
+
+    study = SimpleNamespace(config={"search_params": {"cbo": {}, "cbo_ablation": {}}}, fraction={})
+    shape = SimpleNamespace(n_layers=10, head_flops=lambda tokens: 0.0)
+    model = SimpleNamespace(shape=shape, n_allowed=8, model_cfg={}, nbytes=4)
+    cal = SimpleNamespace(scored=1, tokens=64, seq_len=16)
+    flops = {name: search_cost(study, model, cal, 1.0, 0.0, name, 3)[0] for name in ("cbo", "cbo_ablation")}
+    assert flops["cbo_ablation"] == search_evaluations("cbo_ablation", {}, 8, 3) * (10 - 3)
+    assert flops["cbo"] == search_evaluations("cbo", {}, 8, 3) * (10 - 3) + (3 + 4 * 10) * 10
 
 
 def test_unknown_algorithm_is_named():

@@ -112,15 +112,18 @@ def test_paper_profile_dag():
 # seed when the default took [22]'s barrier and held-out scoring; the presets that keep the controls
 # (two_families, extended) pin them and plan as before.
 # Issue 45 added one evaluation_settings job per model (the evaluation options' stamp file).
+# Issue 56 added CBO's exact-pairs control to extended (393 -> 429: one search per model,
+# calibration, seed and M) and the preset config/cbo_control.yaml.
 PRESET_JOBS = {
     (): 41,
     ("config/smoke.yaml",): 41,
     ("config/paper.yaml",): 114,
     ("config.yaml", "config/seeds.yaml"): 111,
     ("config/protect_none.yaml",): 49,
-    ("config/extended.yaml",): 393,
+    ("config/extended.yaml",): 429,
     ("config/two_families.yaml",): 95,
     ("config/calibration_size.yaml",): 82,
+    ("config/cbo_control.yaml",): 82,
     ("config/paper.yaml", "config/seeds.yaml"): 318,
 }
 

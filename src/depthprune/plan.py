@@ -526,17 +526,21 @@ def search_cost(
     study: StudyPlanning, m: ModelPlanning, cal, per_block: float, peak: float, algorithm: str, budget: int
 ) -> tuple[float, float]:
     """One search job's forward FLOPs and peak bytes (``peak``: the calibration's evaluator peak)."""
+    from depthprune.search import get_algorithm
+
     n, shape = m.shape.n_layers, m.shape
-    params = dict(study.config["search_params"].get(algorithm) or {})
-    evals = search_evaluations(algorithm, params, m.n_allowed, budget)
+    given = dict(study.config["search_params"].get(algorithm) or {})
+    evals = search_evaluations(algorithm, given, m.n_allowed, budget)
+    search = get_algorithm(algorithm)
+    params = search.resolve_params(given)  # with its defaults: cbo_ablation's coefficients, say
     blocks = evals * (n - budget) * study.fraction.get(algorithm, 1.0)
     flops = blocks * per_block + evals * shape.head_flops(cal.scored)
     job_peak = peak
-    if algorithm.startswith("cbo") and params.get("coefficients", "gradient") == "gradient":
+    if search.uses_gate_derivatives(params):
         # gate derivatives: forward, backward, and a double backward per Hessian row
         dense = n * per_block + shape.head_flops(cal.scored)
         flops += (3 + 4 * n) * dense
-        method = params.get("derivatives", "full_graph")
+        method = params["derivatives"]
         rows = max(1, min(cal.tokens, TOKEN_BUDGET) // max(cal.seq_len, 1))
         job_peak = max(peak, derivative_peak(m.model_cfg, cal.seq_len, m.nbytes, method, rows))
     return flops, job_peak

@@ -130,6 +130,7 @@ def calibration_colour(name: str, known: list[str] | None = None) -> str:
 
 
 RANDOM_SET_MARKER = "."  # every draw of the random-set control: one marker, one legend entry
+DENSE_MARKER = "*"  # the dense model in Figure 2 (no search may take it: tests/test_search_controls.py)
 
 
 def algorithm_marker(name: str) -> str:

@@ -320,6 +320,11 @@ class SearchAlgorithm:
         read it."""
         return True
 
+    def uses_gate_derivatives(self, params: dict) -> bool:
+        """Whether the search asks the evaluator for the gate derivatives (CBO's gradient energy):
+        ``depthprune plan`` then adds their FLOPs and peak memory to the job."""
+        return False
+
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults updated by ``overrides``; an unknown key or a wrong type is a clear error."""
         params = dict(self.defaults)

@@ -183,10 +183,10 @@ def print_search(name: str, budget: int, result) -> None:
         f"{result.blocks_run:>7} {result.search_seconds:>8.1f}  {result.loss:>9.5f}  [{format_layers(result.removed)}]",
         flush=True,
     )
-    if name == "cbo":
-        d = result.diagnostics
+    d = result.diagnostics
+    if "energy_loss_spearman_reranked" in d:  # cbo and its exact-pairs control
         print(
-            f"   cbo energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
+            f"   {name} energy-loss spearman: reranked={_fmt(d.get('energy_loss_spearman_reranked'))} "
             f"random{d.get('n_random', 0)}={_fmt(d.get('energy_loss_spearman_random'))}",
             flush=True,
         )

@@ -17,6 +17,7 @@ from depthprune.reporting.aggregate import DENSE_ALGORITHM
 from depthprune.reporting.figures.plotting import empty_figure, marker_legend, scatter_runs
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
+    DENSE_MARKER,
     NOTE_COLOUR,
     TEXT_WIDTH_IN,
     calibration_colour,
@@ -74,7 +75,7 @@ def _draw_panel(ax, cell: pd.DataFrame, dense: pd.DataFrame, calibrations: list[
         sns.scatterplot(
             x=dense["avg_perplexity"],
             y=100 * dense["avg_accuracy"],
-            marker="*",
+            marker=DENSE_MARKER,
             color="black",
             s=40,
             edgecolor="black",

@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 from depthprune.evaluation_only import is_random_set
 from depthprune.reporting.style import (
     COLUMN_WIDTH_IN,
+    DENSE_MARKER,
     algorithm_marker,
     algorithm_name,
     calibration_colour,
@@ -95,7 +96,7 @@ def marker_legend(fig, algorithms: list[str], calibrations: list[str] = (), has_
         for a in named
     ]
     if has_dense:
-        handles.append(Line2D([], [], linestyle="", marker="*", color="black", markersize=6, label="Dense"))
+        handles.append(Line2D([], [], linestyle="", marker=DENSE_MARKER, color="black", markersize=6, label="Dense"))
     fig.legend(
         handles=handles,
         loc="outside lower center",
