@@ -411,7 +411,13 @@ def test_every_accuracy_row_gets_an_informative_twin_and_a_changed_verdict_is_ma
     twin = claims.loc[label + ", informative tasks"]
     assert twin["verdict"] == "does not hold" and twin["per_seed"] == "holds, does not hold"
     by_claim = claims[claims.index == "claim"].set_index("claim")
-    assert by_claim.loc["5.2", "verdict"] == "holds" and by_claim.loc["5.2", "changed_by_informative"] == "yes"
+    # the max-shift ratio is the paper's number beside the SD-ratio test, not part of §5.2's claim (§10):
+    # with no verdict-bearing §5.2 row the claim is not testable, and an extra row decides it
+    assert by_claim.loc["5.2", "verdict"] == "not testable"
+    sd_ratio = {"claim": "5.2", "statistic": "SD ratio (claim: comparable)", "verdict": "does not hold"}
+    described = {"claim": "5.2", "statistic": "calibration SD", "verdict": "descriptive"}
+    decided = decision_table(primary, cells, EMPTY_SETS, None, 0.5, extra_rows=[sd_ratio, described])
+    assert decided.set_index("statistic").loc["claim"].set_index("claim").loc["5.2", "verdict"] == "does not hold"
     # §5.3: the same cells on the informative tasks: every twin agrees, nothing is marked changed
     either_label = f"{EITHER_CLAIM} (claim: mean ρ < 0, or −0.5 < median ρ < 0.5)"
     assert claims.loc[either_label, "changed_by_informative"] == "no"

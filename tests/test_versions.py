@@ -180,6 +180,12 @@ RECORDED = {
         # (120 comparisons), and CBO searches at M = 2 and 3 under ppl_c4 (set, loss, trace losses,
         # diagnostics but their seconds): bitwise equal.
         "c233be99ffebc868",
+        # Issue 59 item 3: calibration/setup.py (CalibrationSetup built in cli_common, no namespace) and
+        # evaluation/run.py (evaluate_sets in named steps). Verified on tiny:llama-8 (float32, CPU)
+        # against 58e40f1: /tmp/h5/bitwise.sh's priors, greedy searches and samples for the three
+        # calibrations, and evaluate / cbo-diagnose outputs (3 sets in one pass on wikitext2, hellaswag,
+        # boolq): identical but their seconds and output paths.
+        "b4517d6e4cbb89f7",
     ),
 }
 
