@@ -131,3 +131,16 @@ def test_average_accuracy_is_over_the_tasks_the_study_evaluated():
     reps = document_replicates(missing, n_resamples=50)
     column = reps.column({"model": "m", "calibration": "none", "budget": 7, "algorithm": "random_set_00"})
     assert np.isnan(reps.avg_accuracy[:, column]).all()
+
+
+def test_a_verdict_no_null_study_reached_has_rate_zero():
+    table = pd.DataFrame(
+        [
+            {"model": "m", "budget": 7, "calibration": "tlm_cs170k", "verdict": random_control.BELOW},
+            {"model": "m", "budget": 7, "calibration": "ppl_c4", "verdict": random_control.ABOVE},
+        ]
+    )
+    rates = {("m", 7, "tlm_cs170k"): {random_control.LEVEL: 0.7, random_control.BELOW: 0.3}}
+    out = random_control.with_noise(table, rates).set_index("calibration")
+    assert out.loc["tlm_cs170k", "null_above"] == 0.0 and out.loc["tlm_cs170k", "verdict"] == "uninformative"
+    assert np.isnan(out.loc["ppl_c4", "null_above"]) and out.loc["ppl_c4", "verdict"] == random_control.ABOVE

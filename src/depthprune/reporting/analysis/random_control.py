@@ -195,8 +195,9 @@ def with_noise(table: pd.DataFrame, rates: Mapping[tuple, Mapping[str, float]]) 
 
     table = table.copy()
     found = [rates.get((r.model, int(r.budget), r.calibration), {}) for r in table.itertuples(index=False)]
-    table["null_above"] = [r.get(ABOVE, np.nan) for r in found]
-    table["null_below"] = [r.get(BELOW, np.nan) for r in found]
+    # a verdict no null study reached has rate 0; a row without a null (no per-document scores) NaN
+    table["null_above"] = [r.get(ABOVE, 0.0) if r else np.nan for r in found]
+    table["null_below"] = [r.get(BELOW, 0.0) if r else np.nan for r in found]
     reached = [r.get(v, np.nan) for r, v in zip(found, table["verdict"])]
     table["verdict"] = [
         "uninformative" if v in (ABOVE, BELOW) and rate > UNINFORMATIVE_LEVEL else v
