@@ -139,19 +139,7 @@ def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
             f"From `{folder}/tables/paper_comparison.csv`; ours with its 95% bootstrap interval where one exists.",
             "",
         ]
-        rows = [
-            [
-                r["claim"],
-                r["scope"],
-                r["statistic"],
-                r["paper_value"],
-                with_interval(r),
-                null_pass(r),
-                null_fail(r),
-                r["verdict"],
-            ]
-            for r in read_rows(comparison)
-        ]
+        rows = [[r["claim"], *comparison_cells(r)] for r in read_rows(comparison)]
         header = ["§", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "null fail", "verdict"]
         lines += markdown_table(header, rows) + [""]
     observations = tables / "observations.csv"
@@ -223,22 +211,26 @@ def direction(row: dict[str, str], estimate: str) -> str:
     return holds_means(row["claim"], float(value) if value != "" else None)
 
 
+def comparison_cells(row: dict) -> list[str]:
+    """A paper_comparison.csv row's cells after its claim, as the results page and the README show
+    them: scope, statistic, the paper's value, ours with its interval, the null rates, the verdict."""
+    return [
+        row["scope"],
+        row["statistic"],
+        row["paper_value"],
+        with_interval(row),
+        null_pass(row),
+        null_fail(row),
+        row["verdict"],
+    ]
+
+
 def headline_table(repo: str | Path, folder: str = "figures") -> str:
     """The README's table of headline findings: the judged claims of the default study's
     paper_comparison.csv, ours with its interval beside the paper's value, and which way its
     "holds" points."""
     rows = [
-        [
-            f"§{r['claim']}",
-            r["scope"],
-            r["statistic"],
-            r["paper_value"],
-            with_interval(r),
-            null_pass(r),
-            null_fail(r),
-            r["verdict"],
-            direction(r, "value"),
-        ]
+        [f"§{r['claim']}", *comparison_cells(r), direction(r, "value")]
         for r in read_rows(Path(repo) / folder / "tables" / "paper_comparison.csv")
         if r["verdict"] in VERDICTS
     ]
