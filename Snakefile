@@ -58,6 +58,7 @@ localrules:
     aggregate_tables,
     aggregate,
     render,
+    failed_search_sensitivity,
     calibration_size,
     figures,
 

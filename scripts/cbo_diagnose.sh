@@ -2,6 +2,7 @@
 # CBO's diagnosis on the committed default study's settings (issue 56; docs/method.md §4.6, "Diagnosis").
 #
 #   bash scripts/cbo_diagnose.sh CALIBRATION:SEED[:full|:pairs] ...   (default: the committed runs, below)
+#   bash scripts/cbo_diagnose.sh --tables   (only committed.csv and control.csv, from what is there)
 #
 # One `depthprune cbo-diagnose` per (calibration, seed), into results/cbo_diagnosis/<calibration>-seed<k>/.
 # ":full" adds the expansion's error for M = 1..9 (every single, 12 random sets per M >= 2), ":pairs"
@@ -17,7 +18,9 @@ DATA_DIR=${DATA_DIR:-../shared/data}
 read -r -a KS <<<"${CBO_K:-16 64 256}"
 RANDOM_SETS=${CBO_RANDOM_SETS:-12}
 runs=("$@")
-if [ ${#runs[@]} -eq 0 ]; then
+if [ "${1:-}" = "--tables" ]; then
+  runs=()
+elif [ ${#runs[@]} -eq 0 ]; then
   runs=(ppl_c4:0:pairs tlm_cs170k:0:full ppl_cs170k:0 ppl_c4:1 ppl_c4:2 ppl_c4:3 tlm_cs170k:1 tlm_cs170k:2 tlm_cs170k:3)
 fi
 for run in "${runs[@]}"; do
@@ -38,11 +41,17 @@ for run in "${runs[@]}"; do
     --budgets 7 9 --k "${KS[@]}" "${extra[@]}" --out "results/cbo_diagnosis/${calibration}-seed${seed}"
 done
 # The committed runs' own numbers beside them: CBO's and one-shot's loss per (calibration, seed, M),
-# and CBO's energy-loss Spearman ρ where its selection.json is committed (seeds 1-3).
+# and CBO's energy-loss Spearman ρ where its selection.json is committed (seeds 1-3); then control.csv:
+# per committed cell, CBO re-run and its exact-pairs control (config/cbo_control.yaml and
+# cbo_control_cross.yaml, searches only; their selection.json under results/cbo_control*/runs/)
+# beside one-shot and the best loss known on that objective (docs/method.md §4.6).
 python - <<'PY'
 from depthprune.io import atomic_write_csv
-from depthprune.search.cbo_diagnostics import committed_runs
+from depthprune.search.cbo_diagnostics import committed_runs, control_table
 
-table = committed_runs(["results/seeds_default/aggregate", "results/cross_control/aggregate"], "results/seeds_default/runs")
+aggregates = ["results/seeds_default/aggregate", "results/cross_control/aggregate"]
+table = committed_runs(aggregates, "results/seeds_default/runs")
 atomic_write_csv("results/cbo_diagnosis/committed.csv", table)
+controls = ["results/cbo_control/runs", "results/cbo_control_cross/runs"]
+atomic_write_csv("results/cbo_diagnosis/control.csv", control_table(table, aggregates, controls, "results/cbo_diagnosis"))
 PY

@@ -179,6 +179,53 @@ def test_committed_runs_pairs_cbo_with_one_shot_and_reads_its_diagnostic(tmp_pat
     assert pd.isna(ppl["committed_spearman_reranked"])
 
 
+def test_control_table_pairs_reruns_and_finds_the_best_known_loss(tmp_path):
+    """Per committed cell: the re-run CBO (same set or not), the control, and the lowest loss any
+    committed algorithm, control run or diagnosis set reached on that objective, with who reached it."""
+    import json
+
+    import pandas as pd
+
+    from depthprune.search.cbo_diagnostics import committed_runs, control_table
+
+    aggregate = tmp_path / "aggregate"
+    aggregate.mkdir()
+    rows = [
+        ("ppl_c4", 0, 7, "cbo", 7.5, "1 2"),
+        ("ppl_c4", 0, 7, "one_shot", 4.5, "3 4"),
+        ("ppl_c4", 0, 7, "beam", 4.4, "3 5"),
+        ("ppl_c4", 0, 9, "cbo", 8.0, "1 2 3"),
+        ("ppl_c4", 0, 9, "one_shot", 5.0, "3 4 5"),
+    ]
+    frame = pd.DataFrame(rows, columns=["calibration", "seed", "budget", "algorithm", "loss", "removed"])
+    frame.assign(model="m").to_csv(aggregate / "selections.csv", index=False)
+    control = tmp_path / "control"
+    for budget, algorithm, loss, removed in (
+        (7, "cbo", 7.5, [2, 1]),
+        (7, "cbo_ablation", 4.3, [3, 6]),
+        (9, "cbo", 8.1, [1, 2, 4]),
+    ):
+        run = control / "m" / "ppl_c4" / "seed0" / f"M{budget}" / algorithm
+        run.mkdir(parents=True)
+        selection = {"model": "m", "calibration": "ppl_c4", "seed": 0, "budget": budget, "algorithm": algorithm}
+        (run / "selection.json").write_text(json.dumps({**selection, "loss": loss, "removed": removed}))
+    diagnosis = tmp_path / "diagnosis" / "ppl_c4-seed0"
+    diagnosis.mkdir(parents=True)
+    sets = pd.DataFrame(
+        [("m", "ppl_c4", 0, 9, 4.9, "2 4 6")], columns=["model", "calibration", "seed", "budget", "loss", "removed"]
+    )
+    sets.to_csv(diagnosis / "sets.csv", index=False)
+    committed = committed_runs([str(aggregate)])
+    table = control_table(committed, [str(aggregate)], [str(control)], str(tmp_path / "diagnosis")).set_index("budget")
+    assert table.loc[7, "cbo_set_reproduced"] and table.loc[7, "cbo_loss_rerun"] == 7.5
+    assert (table.loc[7, "cbo_ablation_loss"], table.loc[7, "cbo_ablation_set"]) == (4.3, "3 6")
+    assert (table.loc[7, "best_known_loss"], table.loc[7, "best_known_by"]) == (4.3, "cbo_ablation (control run)")
+    assert not table.loc[7, "cbo_ablation_fails"] and table.loc[7, "cbo_fails"]
+    assert table.loc[9, "cbo_set_reproduced"] is False or not table.loc[9, "cbo_set_reproduced"]
+    assert (table.loc[9, "best_known_loss"], table.loc[9, "best_known_by"]) == (4.9, "diagnosis (ppl_c4-seed0)")
+    assert pd.isna(table.loc[9, "cbo_ablation_loss"]) and table.loc[9, "cbo_ablation_fails"] is None
+
+
 def test_cbo_ablation_runs_through_the_registry_with_an_exact_pair_energy(tiny, objective, tmp_path):
     """The exact-pairs control on the tiny real model at M = 2: its energy is L({i, j}) − L(∅) for
     every pair, so its lowest-energy pair (rerank 1: no true-loss re-ranking to rescue it) is the

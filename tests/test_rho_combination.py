@@ -177,3 +177,33 @@ def test_the_across_seeds_or_noise_rate_is_that_of_the_whole_rule(monkeypatch):
     wide = rho_combination.either_noise_rates(cells, summaries, samples, strong_rho=1e3)
     narrow = rho_combination.either_noise_rates(cells, summaries, samples, strong_rho=0.001)
     assert wide[0] >= 0.9 and narrow[0] <= 0.15
+
+
+def test_a_cell_without_rho_in_one_seed_only_leaves_the_null_studies_whole(monkeypatch):
+    """A cell whose searches found fewer than three distinct sets in one seed has no ρ there (as
+    seed 3's M = 9 cell of the four-seed study without CBO): the null studies still pair the seeds
+    cell for cell (they used to refuse: "seed 1's cells differ"), and average over the observed
+    defined cells only, as the observed mean does."""
+    from functools import partial
+
+    from depthprune.reporting.statistics import noise_null
+    from depthprune.reporting.verdicts import rho_combination
+    from depthprune.reporting.verdicts.across_seeds import rho_cells
+
+    fast = partial(noise_null.across_seeds_verdict_rates, n_null=40, n_inner=60)
+    monkeypatch.setattr(noise_null, "across_seeds_verdict_rates", fast)
+    monkeypatch.setattr(noise_null, "INNER_RESAMPLES", 60)
+    summaries, samples = synthetic_study(np.random.default_rng(3))
+    for frame in (summaries[1], samples[1]):  # seed 1, M = 9: every search finds the same two sets
+        cell = (frame["budget"] == 9) & frame["algorithm"].isin(ALGORITHMS[:5])
+        frame.loc[cell, "removed"] = np.where(frame.loc[cell, "algorithm"].isin(ALGORITHMS[:2]), "1 9", "2 9")
+    one = summaries[1]
+    for removed in ("1 9", "2 9"):  # one set, one score: its runs' averages agree
+        same = one["removed"] == removed
+        one.loc[same, ["avg_perplexity", "avg_accuracy"]] = (
+            one.loc[same, ["avg_perplexity", "avg_accuracy"]].iloc[0].to_numpy()
+        )
+    cells = rho_cells(summaries, {})
+    assert cells["rho"].isna().sum() == 1 and len(cells) == 4
+    passed, failed = rho_combination.either_noise_rates(cells, summaries, samples, strong_rho=0.5)
+    assert 0.0 <= passed <= 1.0 and 0.0 <= failed <= 1.0 and np.isfinite(passed + failed)

@@ -13,6 +13,9 @@ MODEL_CACHE_DIR = "resources/models"  # converted checkpoints (embedded GGUF, ti
 RESULTS_DIR = "results"  # per-job outputs: results/<model>/<calibration>/seed<k>/...
 AGGREGATE_DIR = f"{RESULTS_DIR}/aggregate"  # `depthprune aggregate` -> `depthprune render`
 FIGURES_DIR = "figures"  # figures and tables/
+# Inside a study's figures folder: the render without its failed searches and verdict_changes.{csv,md}
+# (`depthprune failed-search-sensitivity`, docs/method.md §7).
+SENSITIVITY_DIR = "without_failed_searches"
 BENCHMARKS_DIR = "benchmarks"  # Snakemake's per-job timings (`depthprune timing stages`)
 
 

@@ -21,7 +21,7 @@ except ImportError:
 
 from depthprune.config_schema import SCHEMA_FILE, load_schema, validate
 from depthprune.errors import InputError
-from depthprune.paths import run_parts, search_parts
+from depthprune.paths import SENSITIVITY_DIR, run_parts, search_parts
 
 # The config schema with the registries' names filled in (calibrations, algorithms, benchmarks, ...).
 SCHEMA = load_schema(os.path.join(workflow.basedir, SCHEMA_FILE))

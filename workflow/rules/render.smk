@@ -48,6 +48,33 @@ rule calibration_size:
         " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q}"
 
 
+# Which verdicts hinge on a failed search (docs/method.md §7, "Failed searches"): the study rendered again
+# without every algorithm that failed in one of its runs, each verdict beside the full render's
+# (verdict_changes.{csv,md}). Its own target, not part of `figures`: `snakemake failed_search_sensitivity`.
+rule failed_search_sensitivity:
+    input:
+        summary=rules.aggregate_tables.output.summary,
+        samples=rules.aggregate_tables.output.samples_parquet,
+        observations=rules.render.output.observations_csv,
+        paper_comparison=rules.render.output.paper_comparison_csv,
+    output:
+        csv=figures_path(SENSITIVITY_DIR, "verdict_changes.csv"),
+        md=figures_path(SENSITIVITY_DIR, "verdict_changes.md"),
+        observations=figures_path(SENSITIVITY_DIR, "tables", "observations.md"),
+    log:
+        log_path("failed_search_sensitivity.log"),
+    conda:
+        "../../envs/depthprune.yaml"
+    params:
+        aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
+        figures_dir=lambda wildcards, input: os.path.dirname(os.path.dirname(input.observations)),
+        out_dir=lambda wildcards, output: os.path.dirname(output.csv),
+        analysis=analysis_args,
+    shell:
+        "depthprune --log-file {log:q} failed-search-sensitivity --aggregate {params.aggregate_dir:q}"
+        " --figures {params.figures_dir:q} --out {params.out_dir:q} {params.analysis}"
+
+
 rule figures:
     # Target: every figure and table, from results/aggregate alone (re-rendered by `--forcerun render`;
     # a calibration-size study also `--forcerun calibration_size`).

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 def register(subparsers) -> None:
     add_aggregate(subparsers)
     add_render(subparsers)
+    add_failed_search_sensitivity(subparsers)
     add_calibration_size(subparsers)
     add_results_page(subparsers)
 
@@ -83,31 +84,55 @@ def add_render(subparsers) -> None:
         metavar="LIST",
         help="comma-separated subset: figure1,figure2,figure3,table1..table6,analyses,observations",
     )
-    ren.add_argument(
+    add_analysis_options(ren)
+    ren.set_defaults(func=run_render)
+
+
+def add_analysis_options(parser) -> None:
+    """The statistics' settings, shared by ``render`` and ``failed-search-sensitivity`` (whose
+    comparison is only meaningful when both renders use the same)."""
+    parser.add_argument(
         "--bootstrap-resamples",
         type=int,
         default=10_000,
         help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
         "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
     )
-    ren.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")
-    ren.add_argument(
+    parser.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument(
         "--comparable-band",
         type=float,
         default=2.0,
         help="§5.2: calibration/algorithm shift ratios within [1/b, b] are comparable (default 2)",
     )
-    ren.add_argument(
+    parser.add_argument(
         "--strong-rho", type=float, default=0.5, help="§5.3: |ρ| above this is a strong correlation (default 0.5)"
     )
-    ren.add_argument(
+    parser.add_argument(
         "--seeds-planned",
         type=int,
         default=None,
         metavar="N",
         help="seeds the study plans: rendered with fewer complete, the cross-seed tables say partial (§10)",
     )
-    ren.set_defaults(func=run_render)
+
+
+def add_failed_search_sensitivity(subparsers) -> None:
+    sens = subparsers.add_parser(
+        "failed-search-sensitivity",
+        help="render a study without its failed searches and pair every verdict with the full render's",
+        description=(
+            "Render the study's observations and analyses without every algorithm that failed (final "
+            "calibration loss above one-shot's) in any of its runs, into --out/tables/, and write "
+            "--out/verdict_changes.{csv,md}: each verdict of the full render (--figures, rendered with the "
+            "same analysis options) beside the reduced one's (docs/method.md §7)."
+        ),
+    )
+    sens.add_argument("--aggregate", default=AGGREGATE_DIR, help="aggregate folder (default: %(default)s)")
+    sens.add_argument("--figures", default=FIGURES_DIR, help="the full render's folder (default: %(default)s)")
+    sens.add_argument("--out", required=True, help="output folder of the reduced render and the comparison")
+    add_analysis_options(sens)
+    sens.set_defaults(func=run_failed_search_sensitivity)
 
 
 def add_calibration_size(subparsers) -> None:
@@ -239,6 +264,39 @@ def run_render(args: argparse.Namespace) -> int:
         seeds_planned=args.seeds_planned,
     )
     print(f"render: {len(written)} files -> {args.out}")
+    return 0
+
+
+def run_failed_search_sensitivity(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from depthprune.io import atomic_write_report_csv, atomic_write_text, check_inputs_outputs
+    from depthprune.reporting.aggregate import load_aggregate
+    from depthprune.reporting.render import render
+    from depthprune.reporting.verdicts.failed_sensitivity import changes_markdown, failed_algorithms, verdict_changes
+
+    check_inputs_outputs(
+        {"--aggregate": args.aggregate, "--figures": args.figures},
+        {"--out": args.out},
+        outputs_may_lie_inside=["--aggregate", "--figures"],
+    )
+    out = Path(args.out)
+    render(
+        args.aggregate,
+        out,
+        only={"analyses", "observations"},
+        bootstrap_resamples=args.bootstrap_resamples,
+        bootstrap_seed=args.bootstrap_seed,
+        comparable_band=args.comparable_band,
+        strong_rho=args.strong_rho,
+        seeds_planned=args.seeds_planned,
+        without_failed_searches=True,
+    )
+    changes = verdict_changes(Path(args.figures) / "tables", out / "tables")
+    dropped = failed_algorithms(load_aggregate(args.aggregate, tables=("summary",)).summary)
+    atomic_write_report_csv(out / "verdict_changes.csv", changes)
+    atomic_write_text(out / "verdict_changes.md", changes_markdown(changes, dropped))
+    print(f"failed-search-sensitivity: {int((changes['changed'] == 'yes').sum())} verdicts change -> {out}")
     return 0
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from depthprune.errors import InputError
 from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_report_csv, atomic_write_text
-from depthprune.reporting.aggregate import evaluated_accuracy_tasks, load_aggregate, load_samples
+from depthprune.reporting.aggregate import Aggregate, evaluated_accuracy_tasks, load_aggregate, load_samples
 from depthprune.reporting.analysis import random_control
 from depthprune.reporting.analysis.agreement import jaccard_summary, pairwise_jaccard
 from depthprune.reporting.analysis.contrast import calibration_contrast
@@ -69,6 +69,7 @@ from depthprune.reporting.verdicts.across_seeds_variance import (
 from depthprune.reporting.verdicts.alignment import DEFAULT_STRONG_RHO
 from depthprune.reporting.verdicts.controls import control_comparison, prior_artifact_answer
 from depthprune.reporting.verdicts.decomposition import decomposition_table, has_cross_control, set_decomposition_table
+from depthprune.reporting.verdicts.failed_sensitivity import failed_algorithms, without_algorithms
 from depthprune.reporting.verdicts.observations import (
     evaluate_observations,
     loss_accuracy_markdown,
@@ -178,6 +179,7 @@ class RenderJob:
     comparable_band: float
     strong_rho: float
     seeds_planned: int | None
+    preface: str = ""  # observations.md's first lines (what a sensitivity render left out)
     written: list[Path] = field(default_factory=list)
     # Filled by the steps, in STEPS order.
     baselines: object = None
@@ -435,10 +437,33 @@ def judge_across_seeds(job: RenderJob) -> None:
 
 
 def write_observations(job: RenderJob) -> None:
-    job.write_text("observations.md", job.observations_text)
+    job.write_text("observations.md", job.preface + job.observations_text)
     job.write_csv("observations", observations_frame(job.observations))
     job.write_text("paper_comparison.md", paper_comparison_markdown(job.observations))
     job.write_csv("paper_comparison", paper_comparison(job.observations))
+
+
+def drop_failed_algorithms(agg: Aggregate, samples):
+    """The study without every algorithm that failed in one of its runs (its selections, summary and
+    per-document samples), and the note that says so; unchanged, with an empty note, when none failed."""
+    dropped = failed_algorithms(agg.summary)
+    names = list(dropped["algorithm"])
+    if not names:
+        log.info("without failed searches: no search failed, nothing dropped")
+        return agg, samples, ""
+    listed = ", ".join(f"{r.algorithm} (failed in {r.failed_runs} of {r.runs} runs)" for r in dropped.itertuples())
+    log.info("without failed searches: dropping %s", listed)
+    reduced = Aggregate(
+        selections=without_algorithms(agg.selections, names),
+        metrics=without_algorithms(agg.metrics, names),
+        summary=without_algorithms(agg.summary, names),
+    )
+    note = (
+        f"**Sensitivity render without the failed searches**: {listed} left out of every seed, "
+        'calibration and M (docs/method.md §7, "Failed searches"; verdict_changes.md pairs each '
+        "verdict with the full study's).\n\n"
+    )
+    return reduced, without_algorithms(samples, names), note
 
 
 @dataclass(frozen=True)
@@ -479,14 +504,22 @@ def render(
     comparable_band: float = DEFAULT_COMPARABLE_BAND,
     strong_rho: float = DEFAULT_STRONG_RHO,
     seeds_planned: int | None = None,
+    without_failed_searches: bool = False,
 ) -> list[Path]:
-    """Write the requested outputs (all by default) by running STEPS in order; return the files written."""
+    """Write the requested outputs (all by default) by running STEPS in order; return the files written.
+
+    ``without_failed_searches`` renders the study without every algorithm that failed in any of its
+    runs (``verdicts/failed_sensitivity.py``; observations.md says which), the sensitivity reading of
+    docs/method.md §7."""
     start = time.perf_counter()
     # The metrics table is not drawn from, but is validated with the others (a cut file is refused).
     agg = load_aggregate(aggregate_dir, tables=("selections", "summary"))
+    samples, preface = load_samples(aggregate_dir), ""
+    if without_failed_searches:
+        agg, samples, preface = drop_failed_algorithms(agg, samples)
     job = RenderJob(
         agg=agg,
-        all_samples=load_samples(aggregate_dir),
+        all_samples=samples,
         seeds=seeds_of(agg.summary),
         wanted=set(ARTIFACTS) if only is None else set(only),
         out=Path(out_dir),
@@ -495,6 +528,7 @@ def render(
         comparable_band=comparable_band,
         strong_rho=strong_rho,
         seeds_planned=seeds_planned,
+        preface=preface,
     )
     for step in STEPS:
         if step.serves & job.wanted:

@@ -337,3 +337,116 @@ def committed_runs(aggregates: list[str], runs_root: str | None = None) -> pd.Da
         rho_random.append(diagnostics.get("energy_loss_spearman_random"))
         rho_reranked.append(diagnostics.get("energy_loss_spearman_reranked"))
     return wide.assign(committed_spearman_random=rho_random, committed_spearman_reranked=rho_reranked)
+
+
+def run_selections(roots: list[str]) -> pd.DataFrame:
+    """Every selection.json under the study folders ``roots`` (results/<study>/<model>/<calibration>/
+    seed<k>/M<m>/<algorithm>/), one row each: the cell, the algorithm, its loss and set."""
+    import json
+    from pathlib import Path
+
+    rows = []
+    for root in roots:
+        for path in sorted(Path(root).glob("*/*/seed*/M*/*/selection.json")):
+            selection = json.loads(path.read_text())
+            rows.append(
+                {
+                    "model": selection["model"],
+                    "calibration": selection["calibration"],
+                    "seed": int(selection["seed"]),
+                    "budget": int(selection["budget"]),
+                    "algorithm": selection["algorithm"],
+                    "loss": float(selection["loss"]),
+                    "removed": " ".join(map(str, sorted(selection["removed"]))),
+                    "source": str(root),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["model", "calibration", "seed", "budget", "algorithm", "loss", "removed", "source"]
+    )
+
+
+def control_table(
+    committed: pd.DataFrame, aggregates: list[str], control_roots: list[str], diagnosis_root: str
+) -> pd.DataFrame:
+    """Issue 56's table, per committed CBO cell (``committed_runs``): the committed CBO loss, CBO run
+    again from the same code (``cbo_loss_rerun``; ``cbo_set_reproduced``: the same set), the
+    exact-pairs control ``cbo_ablation``, one-shot, and the best loss known on that objective
+    (``best_known_loss``, ``best_known_by``): the lowest over every algorithm of the committed studies'
+    aggregates, the control runs and every set the diagnosis evaluated (``<diagnosis_root>/*/sets.csv``),
+    which all score sets on the same calibration draw (same model, calibration, seed)."""
+    from pathlib import Path
+
+    keys = ["model", "calibration", "seed", "budget"]
+    candidates = []
+    for path in aggregates:
+        table = pd.read_csv(Path(path) / "selections.csv")
+        candidates.append(table[[*keys, "algorithm", "loss", "removed"]].assign(by=table["algorithm"]))
+    control = run_selections(control_roots)
+    candidates.append(
+        control[[*keys, "algorithm", "loss", "removed"]].assign(by=control["algorithm"] + " (control run)")
+    )
+    for path in sorted(Path(diagnosis_root).glob("*/sets.csv")):
+        sets = pd.read_csv(path)
+        candidates.append(sets[[*keys, "loss", "removed"]].assign(algorithm="", by=f"diagnosis ({path.parent.name})"))
+    known = pd.concat(candidates, ignore_index=True).dropna(subset=["loss"])
+    known[keys[2:]] = known[keys[2:]].astype(int)
+    best = known.sort_values("loss", kind="stable").drop_duplicates(keys).set_index(keys)
+    reruns = control.set_index([*keys, "algorithm"]) if not control.empty else None
+    committed_sets = pd.concat(candidates[: len(aggregates)]).query("algorithm == 'cbo'").drop_duplicates(keys)
+    committed_sets = committed_sets.set_index(keys)["removed"].astype(str)
+    rows = []
+    for row in committed.itertuples(index=False):
+        cell = (row.model, row.calibration, int(row.seed), int(row.budget))
+
+        def rerun(algorithm, column, cell=cell):
+            if reruns is None or (*cell, algorithm) not in reruns.index:
+                return np.nan if column == "loss" else ""
+            return reruns.loc[(*cell, algorithm), column]
+
+        rows.append(
+            {
+                **dict(zip(keys, cell)),
+                "one_shot_loss": row.one_shot_loss,
+                "cbo_loss": row.cbo_loss,
+                "cbo_loss_rerun": rerun("cbo", "loss"),
+                "cbo_set_reproduced": (rerun("cbo", "removed") == committed_sets.get(cell, None))
+                if rerun("cbo", "removed")
+                else None,
+                "cbo_ablation_loss": rerun("cbo_ablation", "loss"),
+                "cbo_ablation_set": rerun("cbo_ablation", "removed"),
+                "best_known_loss": best.loc[cell, "loss"] if cell in best.index else np.nan,
+                "best_known_by": best.loc[cell, "by"] if cell in best.index else "",
+            }
+        )
+    out = pd.DataFrame(rows)
+    out["cbo_fails"] = out["cbo_loss"] > out["one_shot_loss"]
+    ran = out["cbo_ablation_loss"].notna()
+    out["cbo_ablation_fails"] = (out["cbo_ablation_loss"] > out["one_shot_loss"]).where(ran, None)
+    return out
+
+
+def control_markdown(table: pd.DataFrame) -> str:
+    """``control_table`` as docs/method.md §4.6 shows it (a test checks that the page carries this
+    text made from the committed results/cbo_diagnosis/control.csv)."""
+
+    def number(value) -> str:
+        return "" if pd.isna(value) else f"{value:.3f}"
+
+    def mark(loss, one_shot) -> str:
+        return number(loss) + (" ✗" if pd.notna(loss) and loss > one_shot else "")
+
+    lines = [
+        "| calibration | seed | M | one-shot | `cbo` committed | `cbo` re-run | `cbo_ablation` | best known (by) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table.itertuples(index=False):
+        rerun = number(r.cbo_loss_rerun)
+        if rerun and r.cbo_set_reproduced is not None:
+            rerun += " (same set)" if bool(r.cbo_set_reproduced) else " (another set)"
+        lines.append(
+            f"| {r.calibration} | {r.seed} | {r.budget} | {number(r.one_shot_loss)} | "
+            f"{mark(r.cbo_loss, r.one_shot_loss)} | {rerun} | {mark(r.cbo_ablation_loss, r.one_shot_loss)} | "
+            f"{number(r.best_known_loss)} ({r.best_known_by}) |"
+        )
+    return "\n".join(lines) + "\n"

@@ -161,11 +161,13 @@ def either_noise_rates(
         across_seeds_verdict_rates,
     )
 
-    cells = defined_cells(cells)
+    # Every seed's every cell enters the null studies (the seeds must match cell for cell), and each
+    # null study averages over the cells the observed mean does: those defined in the observed data
+    # (a cell with fewer than three distinct sets, in some seed only, has no ρ under any shuffle).
     seeds = sorted(cells["seed"].unique())
-    if cells.empty or any(samples.get(s) is None for s in seeds):
+    if defined_cells(cells).empty or any(samples.get(s) is None for s in seeds):
         return float("nan"), float("nan")
-    null = null_means(cells) if null is None else null
+    null = null_means(defined_cells(cells)) if null is None else null
     found = null_study_layout(cells, summaries, samples, tasks)
     if found is None:
         return float("nan"), float("nan")
@@ -179,14 +181,17 @@ def either_noise_rates(
         rho, by_seed = [], {}
         for seed, layout in layouts.items():
             seed_rho, seed_reps = [], []
-            for (member, perplexity), obs, rep in zip(layout, observed[seed], replicates[seed]):
+            for (member, perplexity, defined), obs, rep in zip(layout, observed[seed], replicates[seed]):
+                if not defined:
+                    continue
                 accuracy = set_means(obs, member)
                 seed_rho.append(spearman_rows(perplexity[None], accuracy)[0])
                 seed_reps.append(
                     spearman_rows(np.broadcast_to(perplexity, (len(rep), len(perplexity))), set_means(rep, member))
                 )
             rho += seed_rho
-            by_seed[seed] = (np.array(seed_rho), np.stack(seed_reps, axis=1))
+            if seed_rho:
+                by_seed[seed] = (np.array(seed_rho), np.stack(seed_reps, axis=1))
         rho = np.array(rho)
         if not np.isfinite(rho).all():
             return UNSURE
@@ -197,8 +202,8 @@ def either_noise_rates(
 
 
 def null_study_layout(cells: pd.DataFrame, summaries: dict, samples: dict, tasks: dict | None):
-    """Per seed, per defined cell (model and M order): the runs' distinct-set membership and the
-    sets' perplexities (``layouts``), and the runs' per-document accuracies (``units``,
+    """Per seed, per cell (model and M order): the runs' distinct-set membership, the sets'
+    perplexities and whether the observed cell has a ρ (``layouts``), and the runs' per-document accuracies (``units``,
     ``noise_null.UnitScores``); None when a cell's runs lack per-document results."""
     from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
     from depthprune.reporting.statistics.noise_null import unit_scores
@@ -222,6 +227,6 @@ def null_study_layout(cells: pd.DataFrame, summaries: dict, samples: dict, tasks
             set_of = {removed: k for k, removed in enumerate(dict.fromkeys(runs["removed"]))}
             member = np.array([set_of[x] for x in runs["removed"]])
             perplexity = runs.groupby("removed", sort=False)["avg_perplexity"].mean().to_numpy(dtype=float)
-            layouts.setdefault(int(seed), []).append((member, perplexity))
+            layouts.setdefault(int(seed), []).append((member, perplexity, bool(np.isfinite(r.rho))))
             units.setdefault(int(seed), []).append(scores)
     return layouts, units
