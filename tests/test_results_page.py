@@ -185,6 +185,33 @@ def test_method_doc_failed_search_count_is_the_committed_one():
     assert sentence in doc, f"docs/method.md §7 should say: {sentence}"
 
 
+def test_readme_and_method_doc_count_the_verdicts_cbo_decides_from_the_committed_files():
+    """Issue 56 item 4: the count of verdicts the failed searches decide is made from the four-seed
+    study's verdict_changes.csv and its aggregate, not typed."""
+    from depthprune.reporting.pages.prose import sensitivity_sentence
+
+    sentence = sensitivity_sentence(REPO)
+    assert sentence.startswith("CBO fails on its own objective in 10 of its 16 runs")
+    for doc in ("README.md", "docs/method.md"):
+        text = " ".join((REPO / doc).read_text(encoding="utf-8").split())
+        assert sentence in text, f"{doc} should say: {sentence}"
+
+
+def test_sensitivity_sentence_follows_the_comparison(tmp_path):
+    import shutil
+
+    from depthprune.reporting.pages.prose import sensitivity_sentence
+
+    sensitivity = tmp_path / "figures" / "without_failed_searches"
+    sensitivity.mkdir(parents=True)
+    text = (REPO / "figures" / "without_failed_searches" / "verdict_changes.csv").read_text(encoding="utf-8")
+    (sensitivity / "verdict_changes.csv").write_text(text.replace(",yes\n", ",no\n"), encoding="utf-8")
+    (tmp_path / "results" / "aggregate").mkdir(parents=True)
+    shutil.copy(REPO / "results" / "aggregate" / "summary.csv", tmp_path / "results" / "aggregate")
+    sentence = sensitivity_sentence(tmp_path, "figures", "results/aggregate")
+    assert sentence.startswith("CBO fails on its own objective in 4 of its 4 runs and alone decides 0 of the")
+
+
 def test_failed_search_sentence_follows_the_table(tmp_path):
     from depthprune.reporting.pages.prose import failed_searches_sentence
 

@@ -39,3 +39,27 @@ def failed_searches_sentence(repo: str | Path, folder: str = "figures") -> str:
         f"{float(first['loss']):.2f} against one-shot's {float(one_shot['loss']):.2f} under "
         f"`{first['calibration']}`, M = {first['budget']}"
     )
+
+
+def sensitivity_sentence(
+    repo: str | Path, folder: str = "figures/seeds_default", aggregate: str = "results/seeds_default/aggregate"
+) -> str:
+    """The README's and docs/method.md's count of the verdicts a study's failed searches decide: which
+    algorithm failed in how many runs (its ``aggregate``'s summary), and how many of the verdicts both
+    renders give change (``folder``'s without_failed_searches/verdict_changes.csv, made by
+    `snakemake failed_search_sensitivity`)."""
+    import pandas as pd
+
+    from depthprune.paths import SENSITIVITY_DIR
+    from depthprune.reporting.verdicts.failed_sensitivity import failed_algorithms
+
+    root = Path(repo)
+    changes = read_report_rows(root / folder / SENSITIVITY_DIR / "verdict_changes.csv")
+    both = [r for r in changes if r["changed"] in ("yes", "no")]
+    changed = [r for r in both if r["changed"] == "yes"]
+    dropped = failed_algorithms(pd.read_csv(root / aggregate / "summary.csv"))
+    listed = ", ".join(
+        f"{algorithm_name(r.algorithm)} fails on its own objective in {r.failed_runs} of its {r.runs} runs"
+        for r in dropped.itertuples()
+    )
+    return f"{listed} and alone decides {len(changed)} of the {len(both)} verdicts both renders give"
