@@ -244,3 +244,19 @@ def test_cbo_ablation_runs_through_the_registry_with_an_exact_pair_energy(tiny, 
     assert control.distinct_evaluations == 1 + 6 + 15  # ∅, the singles, the pairs (the re-ranked one among them)
     faithful = run_search(evaluator, "cbo", 2, prior, seed=0, workdir=tmp_path / "g", params=params)
     assert faithful.diagnostics["energy_loss_spearman_random"] < 0.99
+
+
+def test_method_doc_carries_the_committed_control_table():
+    """Issue 56: docs/method.md §4.6's table of CBO and its control per committed cell is made from
+    results/cbo_diagnosis/control.csv (`bash scripts/cbo_diagnose.sh --tables`), not typed."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from depthprune.search.cbo_diagnostics import control_markdown
+
+    repo = Path(__file__).resolve().parents[1]
+    table = pd.read_csv(repo / "results" / "cbo_diagnosis" / "control.csv")
+    assert len(table) == 18  # 16 cells of the four-seed study, 2 of the cross-control
+    assert table["cbo_ablation_loss"].notna().all()
+    assert control_markdown(table) in (repo / "docs" / "method.md").read_text(encoding="utf-8")

@@ -358,12 +358,12 @@ def run_selections(roots: list[str]) -> pd.DataFrame:
                     "algorithm": selection["algorithm"],
                     "loss": float(selection["loss"]),
                     "removed": " ".join(map(str, sorted(selection["removed"]))),
+                    "spearman_random": (selection.get("diagnostics") or {}).get("energy_loss_spearman_random"),
                     "source": str(root),
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["model", "calibration", "seed", "budget", "algorithm", "loss", "removed", "source"]
-    )
+    columns = ["model", "calibration", "seed", "budget", "algorithm", "loss", "removed", "spearman_random", "source"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def control_table(
@@ -401,7 +401,7 @@ def control_table(
 
         def rerun(algorithm, column, cell=cell):
             if reruns is None or (*cell, algorithm) not in reruns.index:
-                return np.nan if column == "loss" else ""
+                return "" if column == "removed" else np.nan
             return reruns.loc[(*cell, algorithm), column]
 
         rows.append(
@@ -415,6 +415,11 @@ def control_table(
                 else None,
                 "cbo_ablation_loss": rerun("cbo_ablation", "loss"),
                 "cbo_ablation_set": rerun("cbo_ablation", "removed"),
+                # the committed run's diagnostic (seeds 1-3 keep their selection.json), else the re-run's
+                "cbo_spearman_random": row.committed_spearman_random
+                if pd.notna(row.committed_spearman_random)
+                else rerun("cbo", "spearman_random"),
+                "cbo_ablation_spearman_random": rerun("cbo_ablation", "spearman_random"),
                 "best_known_loss": best.loc[cell, "loss"] if cell in best.index else np.nan,
                 "best_known_by": best.loc[cell, "by"] if cell in best.index else "",
             }
@@ -430,23 +435,25 @@ def control_markdown(table: pd.DataFrame) -> str:
     """``control_table`` as docs/method.md §4.6 shows it (a test checks that the page carries this
     text made from the committed results/cbo_diagnosis/control.csv)."""
 
-    def number(value) -> str:
-        return "" if pd.isna(value) else f"{value:.3f}"
+    def number(value, digits: int = 3) -> str:
+        return "" if pd.isna(value) else f"{float(value):.{digits}f}"
 
     def mark(loss, one_shot) -> str:
         return number(loss) + (" ✗" if pd.notna(loss) and loss > one_shot else "")
 
     lines = [
-        "| calibration | seed | M | one-shot | `cbo` committed | `cbo` re-run | `cbo_ablation` | best known (by) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| calibration | seed | M | one-shot | `cbo` committed | `cbo` re-run | `cbo_ablation` | best known (by) "
+        "| ρ(energy, loss), random sets: `cbo` / `cbo_ablation` |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples(index=False):
         rerun = number(r.cbo_loss_rerun)
-        if rerun and r.cbo_set_reproduced is not None:
-            rerun += " (same set)" if bool(r.cbo_set_reproduced) else " (another set)"
+        if rerun and not pd.isna(r.cbo_set_reproduced):  # a bool, or its text when read from the CSV
+            rerun += " (same set)" if str(r.cbo_set_reproduced) == "True" else " (another set)"
         lines.append(
             f"| {r.calibration} | {r.seed} | {r.budget} | {number(r.one_shot_loss)} | "
             f"{mark(r.cbo_loss, r.one_shot_loss)} | {rerun} | {mark(r.cbo_ablation_loss, r.one_shot_loss)} | "
-            f"{number(r.best_known_loss)} ({r.best_known_by}) |"
+            f"{number(r.best_known_loss)} ({r.best_known_by}) | "
+            f"{number(r.cbo_spearman_random, 2)} / {number(r.cbo_ablation_spearman_random, 2)} |"
         )
     return "\n".join(lines) + "\n"
