@@ -19,7 +19,15 @@ from collections.abc import Sequence
 # it too, on the CPU (converts and caches the checkpoint once).
 MODEL_RULES = ("prepare_model", "prior", "search", "evaluate_pass", "evaluate_selections", "evaluate_dense")
 # Rules that run on the submit host (the Snakefile's localrules): never submitted.
-LOCAL_RULES = ("evaluation_settings", "aggregate_tables", "aggregate", "render", "calibration_size", "figures")
+LOCAL_RULES = (
+    "evaluation_settings",
+    "aggregate_tables",
+    "aggregate",
+    "render",
+    "failed_search_sensitivity",
+    "calibration_size",
+    "figures",
+)
 RUNTIME_SAFETY = 2.0  # the runtime asked for: twice the plan's longest job of the rule
 MIN_RUNTIME = 30  # minutes (scheduling, loading, a slow node)
 

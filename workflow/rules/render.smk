@@ -67,7 +67,9 @@ rule failed_search_sensitivity:
         "../../envs/depthprune.yaml"
     params:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
-        figures_dir=lambda wildcards, input: os.path.dirname(os.path.dirname(input.observations)),
+        figures_dir=lambda wildcards, input: os.path.dirname(
+            os.path.dirname(input.observations)
+        ),
         out_dir=lambda wildcards, output: os.path.dirname(output.csv),
         analysis=analysis_args,
     shell:
