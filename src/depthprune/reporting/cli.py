@@ -247,22 +247,19 @@ def parse_seed(text: str) -> int:
     return seed
 
 
+def analysis_settings(args: argparse.Namespace) -> dict:
+    """The render's keyword arguments from ``add_analysis_options``' options."""
+    names = ("bootstrap_resamples", "bootstrap_seed", "comparable_band", "strong_rho", "seeds_planned")
+    return {name: getattr(args, name) for name in names}
+
+
 def run_render(args: argparse.Namespace) -> int:
     from depthprune.io import check_inputs_outputs
     from depthprune.reporting.render import parse_only, render
 
     # Figures and tables are files written beside, never over, the aggregate's: --out may be a sub-folder.
     check_inputs_outputs({"--aggregate": args.aggregate}, {"--out": args.out}, outputs_may_lie_inside=["--aggregate"])
-    written = render(
-        args.aggregate,
-        args.out,
-        only=parse_only(args.only),
-        bootstrap_resamples=args.bootstrap_resamples,
-        bootstrap_seed=args.bootstrap_seed,
-        comparable_band=args.comparable_band,
-        strong_rho=args.strong_rho,
-        seeds_planned=args.seeds_planned,
-    )
+    written = render(args.aggregate, args.out, only=parse_only(args.only), **analysis_settings(args))
     print(f"render: {len(written)} files -> {args.out}")
     return 0
 
@@ -282,15 +279,7 @@ def run_failed_search_sensitivity(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     render(
-        args.aggregate,
-        out,
-        only={"analyses", "observations"},
-        bootstrap_resamples=args.bootstrap_resamples,
-        bootstrap_seed=args.bootstrap_seed,
-        comparable_band=args.comparable_band,
-        strong_rho=args.strong_rho,
-        seeds_planned=args.seeds_planned,
-        without_failed_searches=True,
+        args.aggregate, out, only={"analyses", "observations"}, without_failed_searches=True, **analysis_settings(args)
     )
     changes = verdict_changes(Path(args.figures) / "tables", out / "tables")
     dropped = failed_algorithms(load_aggregate(args.aggregate, tables=("summary",)).summary)
