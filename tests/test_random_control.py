@@ -143,4 +143,7 @@ def test_a_verdict_no_null_study_reached_has_rate_zero():
     rates = {("m", 7, "tlm_cs170k"): {random_control.LEVEL: 0.7, random_control.BELOW: 0.3}}
     out = random_control.with_noise(table, rates).set_index("calibration")
     assert out.loc["tlm_cs170k", "null_above"] == 0.0 and out.loc["tlm_cs170k", "verdict"] == "uninformative"
-    assert np.isnan(out.loc["ppl_c4", "null_above"]) and out.loc["ppl_c4", "verdict"] == random_control.ABOVE
+    assert np.isnan(out.loc["ppl_c4", "null_above"]) and out.loc["ppl_c4", "verdict"] == "holds"
+    assert out.loc["ppl_c4", "side"] == random_control.ABOVE and out.loc["tlm_cs170k", "side"] == random_control.BELOW
+    level = table.assign(verdict=random_control.LEVEL)
+    assert set(random_control.with_noise(level, {})["verdict"]) == {"inconclusive"}

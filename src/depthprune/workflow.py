@@ -398,6 +398,21 @@ def has_cross_control(config: Mapping) -> bool:
     return set(cross_control()) <= set(study_calibrations(config))
 
 
+def source_perplexity_args(config: Mapping, wildcards=None) -> str:
+    """`--perplexity-from DIR` when an evaluation-only study carries its source's perplexities
+    (config `source_study.perplexity`, docs/method.md §11); none otherwise."""
+    folder = (config.get("source_study") or {}).get("perplexity")
+    return cli_args({"perplexity_from": folder}) if folder else ""
+
+
+def source_perplexity_inputs(config: Mapping) -> list[str]:
+    """The source aggregate's files the carried perplexities come from (inputs of the aggregate rule)."""
+    folder = (config.get("source_study") or {}).get("perplexity")
+    if not folder:
+        return []
+    return [os.path.join(folder, f"{name}.parquet") for name in ("selections", "metrics", "summary", "samples")]
+
+
 def base_study_inputs(config: Mapping) -> list[str]:
     """The base study's aggregate files the merged aggregate reads (inputs of the aggregate rule)."""
     base = config.get("base_study")
@@ -919,7 +934,7 @@ def check_source_study(config: Mapping) -> None:
 
     source = config["source_study"]
     results = Path(config["results_dir"]).resolve()
-    for key in ("runs", "aggregate"):
+    for key in ("runs", "aggregate", "perplexity"):
         folder = source.get(key)
         if folder is None:
             continue
@@ -930,6 +945,18 @@ def check_source_study(config: Mapping) -> None:
                 f"config: source_study.{key} {folder} is this study's own results_dir ({config['results_dir']}): "
                 "an evaluation-only study writes its results beside its source, never over it"
             )
+    if source.get("perplexity"):
+        from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS
+
+        own = [name for name in PERPLEXITY_BENCHMARKS if name in config["evaluation"]["tasks"]]
+        if own:
+            raise ConfigError(
+                f"config: source_study.perplexity carries the source's {', '.join(own)}, which this study's "
+                "evaluation scores itself: drop one of them"
+            )
+        absent = [f for f in source_perplexity_inputs(config) if not Path(f).is_file()]
+        if absent:
+            raise ConfigError(f"config: source_study.perplexity {source['perplexity']}: missing {', '.join(absent)}")
     missing = [
         f"{model}/{label}/seed{seed}/M{budget}/{algorithm}"
         for model in config["models"]

@@ -11,6 +11,7 @@ rule aggregate_tables:
         # each metrics.csv's lm_eval.json: the provenance the aggregate checks (dtype, scoring, torch)
         raw=all_raw_evaluations(),
         base_study=wf.base_study_inputs(config),  # a committed study's runs reused (config base_study)
+        source_perplexity=wf.source_perplexity_inputs(config),  # config source_study.perplexity (§11)
     output:
         # update: Snakemake neither deletes the previous aggregate before the job nor keeps a failed
         # job's files; the CLI builds the new files apart and moves them in only when all are written.
@@ -29,10 +30,11 @@ rule aggregate_tables:
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
         protected=cli_options("aggregate_protected_args"),  # each model's search space, for the nulls
         base_study=cli_options("base_study_args"),
+        source_perplexity=cli_options("source_perplexity_args"),
     shell:
         "depthprune --log-file {log:q} aggregate"
         " --selections {input.selections:q} --metrics {input.metrics:q}"
-        " --samples {input.samples:q} {params.protected} {params.base_study}"
+        " --samples {input.samples:q} {params.protected} {params.base_study} {params.source_perplexity}"
         " --out {params.out_dir:q}"
 
 

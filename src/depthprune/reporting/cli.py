@@ -66,6 +66,13 @@ def add_aggregate(subparsers) -> None:
         metavar="LIST",
         help="comma-separated seeds of those calibrations (default: the seeds of this study's runs)",
     )
+    agg.add_argument(
+        "--perplexity-from",
+        default=None,
+        metavar="DIR",
+        help="an evaluation-only study's source aggregate: carry its perplexities of the same sets "
+        "(docs/method.md §11; refused unless every run but the random sets is there with the same set)",
+    )
     agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
 
@@ -190,6 +197,7 @@ def run_aggregate(args: argparse.Namespace) -> int:
             "--metrics": args.metrics,
             "--samples": args.samples,
             "--base-aggregate": args.base_aggregate,
+            "--perplexity-from": args.perplexity_from,
         },
         {"--out": args.out},
         outputs_may_lie_inside=["--results"],  # results/aggregate, the default
@@ -221,6 +229,11 @@ def run_aggregate(args: argparse.Namespace) -> int:
         calibrations = [c.strip() for c in args.base_calibrations.split(",") if c.strip()]
         seeds = None if args.base_seeds is None else [parse_seed(s) for s in args.base_seeds.split(",") if s.strip()]
         agg, samples, agreement = merge_base_study(agg, samples, args.base_aggregate, calibrations, seeds)
+    carried = None
+    if args.perplexity_from is not None:
+        from depthprune.reporting.carried_perplexity import carry_perplexity
+
+        agg, samples, carried = carry_perplexity(agg, samples, args.perplexity_from)
     # Every file is written apart and moved in only when all are: a failure leaves the previous
     # aggregate whole, never half old and half new.
     with atomic_files(args.out) as staging:
@@ -231,6 +244,10 @@ def run_aggregate(args: argparse.Namespace) -> int:
             from depthprune.reporting.base_study import write_agreement
 
             written.append(write_agreement(agreement, staging))
+        if carried is not None:
+            from depthprune.reporting.carried_perplexity import write_record
+
+            written.append(write_record(carried, staging))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )

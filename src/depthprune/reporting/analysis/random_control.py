@@ -34,6 +34,10 @@ from depthprune.reporting.style import PAPER_ALGORITHMS, PAPER_CALIBRATIONS
 SEARCH_MEAN = "mean of the searches"
 SET_RESAMPLE_SEED = 20_261_206  # the random sets' resample (fixed, as the other generators of the render)
 ABOVE, BELOW, LEVEL = "above random sets", "below random sets", "level with random sets"
+# The claim the across-seeds rows judge, and its verdict from the interval's side (the rule of
+# docs/method.md §11): holds above zero, does not hold below (worse than random), else inconclusive.
+CLAIM = "the searches' sets beat random selection"
+VERDICT_OF_SIDE = {ABOVE: "holds", BELOW: "does not hold", LEVEL: "inconclusive", "": ""}
 COLUMNS = [
     "model",
     "budget",
@@ -188,9 +192,10 @@ def has_random_sets(summary: pd.DataFrame) -> bool:
 
 
 def with_noise(table: pd.DataFrame, rates: Mapping[tuple, Mapping[str, float]]) -> pd.DataFrame:
-    """``table`` (one row per (model, M, calibration)) with each row's noise rates: the share of null
-    studies reaching "above" and "below", and ``uninformative`` in place of a verdict that noise
-    reaches more than UNINFORMATIVE_LEVEL of the time (docs/method.md §7)."""
+    """``table`` (one row per (model, M, calibration)) with each row's noise rates (the share of null
+    studies reaching "above" and "below"), the interval's ``side``, and the ``verdict`` on ``CLAIM``:
+    ``uninformative`` in place of a verdict that noise reaches more than UNINFORMATIVE_LEVEL of the
+    time (docs/method.md §7)."""
     from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL
 
     table = table.copy()
@@ -199,9 +204,10 @@ def with_noise(table: pd.DataFrame, rates: Mapping[tuple, Mapping[str, float]]) 
     table["null_above"] = [r.get(ABOVE, 0.0) if r else np.nan for r in found]
     table["null_below"] = [r.get(BELOW, 0.0) if r else np.nan for r in found]
     reached = [r.get(v, np.nan) for r, v in zip(found, table["verdict"])]
+    table["side"] = table["verdict"]
     table["verdict"] = [
-        "uninformative" if v in (ABOVE, BELOW) and rate > UNINFORMATIVE_LEVEL else v
-        for v, rate in zip(table["verdict"], reached)
+        "uninformative" if v in (ABOVE, BELOW) and rate > UNINFORMATIVE_LEVEL else VERDICT_OF_SIDE[v]
+        for v, rate in zip(table["side"], reached)
     ]
     return table
 
@@ -218,12 +224,13 @@ def markdown(table: pd.DataFrame, n_seeds: int) -> str:
         f"Mean over the paper's searches minus the mean over the random sets, average accuracy ({scope}; "
         "the random sets resampled as sampled; null: searches exchangeable with random sets):",
         "",
-        "| model | M | calibration | searches − random [95% CI] (points) | null above | null below | verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        f"| model | M | calibration | searches − random [95% CI] (points) | null above | null below | interval | "
+        f"{CLAIM} |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in table.itertuples(index=False):
         lines.append(
             f"| {r.model} | {r.budget} | {r.calibration} | {100 * r.diff:+.2f} [{100 * r.ci_low:+.2f}, "
-            f"{100 * r.ci_high:+.2f}] | {r.null_above:.1%} | {r.null_below:.1%} | {r.verdict} |"
+            f"{100 * r.ci_high:+.2f}] | {r.null_above:.1%} | {r.null_below:.1%} | {r.side} | {r.verdict} |"
         )
     return "\n".join(lines) + "\n"
