@@ -147,12 +147,18 @@ def test_evaluation_size_rule_by_hand():
     assert "these results use limit 100, so the chosen one needs a rerun" in evaluation_size_markdown(
         evaluation_size(contrast, 100)
     )
-    # SE 0.5: 22 documents detect 3 points, 60.2 min: the smallest limit, when it fits.
-    assert evaluation_size(contrast.assign(diff_se=0.005), 100).iloc[0].limit_chosen == 22
+    # With a 200-min budget the 349 documents (139.9 min) fit: the smallest limit that reaches the target.
+    assert evaluation_size(contrast, 100, budget_minutes=200).iloc[0].limit_chosen == 349
+    # Results whose limit already reaches it keep their limit, and the text says so without a rerun
+    # (the rescore study: 1000 documents sized apart, docs/method.md §11).
+    rule = evaluation_size(contrast.assign(diff_se=0.005), 100)
+    assert rule.iloc[0].limit_needed == 22 and rule.iloc[0].limit_chosen == 100
+    text = evaluation_size_markdown(rule)
+    assert "these results' 100 reach it, and the rule keeps their limit" in text and "rerun" not in text
     # SE 0 (every pair answered alike): one document meets any target, and its mdd is 0, not a
     # division by zero (an evaluation-only smoke study of identical sets hit it).
     rule = evaluation_size(contrast.assign(diff_se=0.0), 100).iloc[0]
-    assert rule.limit_needed == rule.limit_chosen == 1 and rule.mdd_points_chosen == 0
+    assert rule.limit_needed == 1 and rule.limit_chosen == 100 and rule.mdd_points_chosen == 0
     # A 50-min budget: even the fixed part (54.8 min) does not fit, so the limit stays and the text says so.
     rule = evaluation_size(contrast, 100, budget_minutes=50)
     assert largest_fitting_limit(50) == 0 and rule.iloc[0].limit_chosen == 100 and not rule.iloc[0].fits_session

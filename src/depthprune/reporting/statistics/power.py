@@ -105,6 +105,8 @@ def evaluation_size(contrast: pd.DataFrame, limit: int | None, budget_minutes: f
     fits = run_minutes(needed) <= budget_minutes
     largest = largest_fitting_limit(budget_minutes)
     chosen = needed if fits else largest if largest >= 1 else limit  # none fits: the study must shrink
+    if limit >= needed:  # the results already reach the target (a study sized apart, docs/method.md §11)
+        chosen = limit
     return pd.DataFrame(
         [
             {
@@ -133,10 +135,21 @@ def evaluation_size_markdown(rule: pd.DataFrame) -> str:
     if rule.empty:
         return "\n".join(lines + ["Not computed: no per-document results.", ""])
     r = rule.iloc[0]
-    lines += [
+    first = (
         f"At {int(r.limit)} documents per task the paired standard error of a TLM-vs-perplexity difference in "
         f"average accuracy is {r.median_se_points:.2f} points (median over {int(r.n_pairs)} pairs): "
-        f"mdd = (z_0.975 + z_0.8) · SE = {r.mdd_points:.2f} points at 80 % power, two-sided α = 0.05.",
+        f"mdd = (z_0.975 + z_0.8) · SE = {r.mdd_points:.2f} points at 80 % power, two-sided α = 0.05."
+    )
+    if int(r.limit) >= int(r.limit_needed):
+        lines += [
+            first,
+            f"Detecting {r.target_points:g} points needs {int(r.limit_needed)} documents per task (SE ∝ 1/√n): "
+            f"these results' {int(r.limit)} reach it, and the rule keeps their limit (tables/evaluation_size.csv).",
+            "",
+        ]
+        return "\n".join(lines)
+    lines += [
+        first,
         f"Detecting {r.target_points:g} points needs {int(r.limit_needed)} documents per task "
         f"(SE ∝ 1/√n): a predicted cold run of the default study (config.yaml) of {r.minutes_needed:.0f} min on the "
         f"2-core CPU it was measured on, against a budget of {r.budget_minutes:.1f} min there: one working session "
