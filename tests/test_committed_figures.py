@@ -59,7 +59,14 @@ STUDIES = {
         "results/seeds_default/aggregate",
         "figures/seeds_default",
     ),
+    "rescore_informative": (
+        ["--configfile", "config/rescore_informative.yaml"],
+        "results/rescore_informative/aggregate",
+        "figures/rescore_informative",
+    ),
 }
+# Evaluation-only studies (docs/method.md §11): their sets come from a source study, never a search.
+EVALUATION_ONLY = {"rescore_informative"}
 FIGURE_RULES = {"render", "calibration_size", "figures"}
 
 
@@ -111,7 +118,8 @@ def test_figures_target_plans_only_the_figures(fresh_clone, study):
     assert set(forced) <= FIGURE_RULES and forced["render"] == 1, forced
     # the whole study, by contrast, still recomputes everything from scratch on a fresh clone
     whole = job_counts(snakemake(fresh_clone, "-n", *args).stdout)
-    assert whole["search"] > 0 and whole["evaluate_selections"] > 0 and whole["aggregate_tables"] == 1, whole
+    upstream = "source_selection" if study in EVALUATION_ONLY else "search"
+    assert whole[upstream] > 0 and whole["evaluate_selections"] > 0 and whole["aggregate_tables"] == 1, whole
 
 
 @pytest.mark.parametrize("study", list(STUDIES))
@@ -300,3 +308,22 @@ def test_seeds_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
             pd.read_parquet(committed / f"{name}.parquet"),
         )
         pd.testing.assert_frame_equal(rebuilt.drop(columns="source"), original.drop(columns="source"))
+
+
+def test_rescore_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
+    """The rescore study (issue 58) commits each run's small files under
+    results/rescore_informative/runs/: `depthprune aggregate` over them, with the perplexities the
+    four-seed study measured for the same sets carried in (config source_study.perplexity), gives
+    the committed aggregate byte for byte."""
+    from depthprune.cli import main
+
+    committed = REPO / "results" / "rescore_informative" / "aggregate"
+    argv = ["aggregate", "--results", "results/rescore_informative/runs", "--protected", "smollm2-135m=0 29"]
+    argv += ["--perplexity-from", "results/seeds_default/aggregate", "--out", str(tmp_path)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO)  # the committed files name the runs by their paths from the repository root
+        assert main(argv) == 0
+    names = sorted(path.name for path in committed.iterdir())
+    assert "carried_perplexity.json" in names and sorted(path.name for path in tmp_path.iterdir()) == names
+    for name in names:
+        assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name

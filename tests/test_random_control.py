@@ -147,3 +147,18 @@ def test_a_verdict_no_null_study_reached_has_rate_zero():
     assert out.loc["ppl_c4", "side"] == random_control.ABOVE and out.loc["tlm_cs170k", "side"] == random_control.BELOW
     level = table.assign(verdict=random_control.LEVEL)
     assert set(random_control.with_noise(level, {})["verdict"]) == {"inconclusive"}
+
+
+def test_noise_nulls_read_the_tasks_the_study_scored():
+    """A study of three tasks (the rescore study) gets noise rates on all its rows: a task no run was
+    scored on is left out of the null's scores, as of avg_accuracy; a run that lacks a scored task
+    still has none."""
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+    from depthprune.reporting.statistics.noise_null import unit_scores
+
+    samples, summary = _study(0.6, [0.4] * 2, 20, seed=0)
+    scores = unit_scores(samples, summary, list(ZERO_SHOT_BENCHMARKS))
+    assert scores is not None and sorted(scores.values) == sorted(TASKS)
+    lacking = samples[~((samples["algorithm"] == "random_set_00") & (samples["benchmark"] == "piqa"))]
+    assert unit_scores(lacking, summary, list(ZERO_SHOT_BENCHMARKS)) is None
+    assert unit_scores(samples, summary, ["boolq"]) is None

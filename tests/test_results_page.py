@@ -18,7 +18,9 @@ from depthprune.reporting.pages.results_page import (
     HEADLINE_END,
     SEEDS_BEGIN,
     SEEDS_END,
+    SEEDS_STUDIES,
     SEEDS_STUDY,
+    STUDY_LABELS,
     TLM_BEGIN,
     TLM_END,
     headline_table,
@@ -84,8 +86,12 @@ def test_readme_headline_table_is_the_generated_one():
     assert readme_with_headline(readme, headline_table(REPO)) == readme, (
         "README.md's headline table is stale: regenerate it with `depthprune results-page`"
     )
-    header = "| claim | scope | statistic | paper | ours [95% CI] | null pass | null fail | verdict | holds means |"
+    header = (
+        "| study | claim | scope | statistic | paper | ours [95% CI] | null pass | null fail | verdict | holds means |"
+    )
     assert header in readme
+    for line in headline_table(REPO).splitlines()[2:]:  # every row names its study (issue 58)
+        assert line.startswith(f"| {STUDY_LABELS['figures']} | §")
 
 
 def test_readme_generated_blocks_are_current():
@@ -119,7 +125,7 @@ def test_readme_seeds_table_has_a_row_per_claim_and_statistic(tmp_path):
     a row without code naming it. In the CSV only: the per-condition §5.2 rows, the parts of an "or",
     descriptive rows, and informative-task twins that do not change their row's verdict."""
     rows = read_rows(REPO / SEEDS_STUDY / "tables" / "seeds_claims.csv")
-    table = seeds_headline(REPO).splitlines()
+    table = seeds_headline(REPO, ((SEEDS_STUDY, None),)).splitlines()
     changed = {r["statistic"] for r in rows if r.get("changed_by_informative") == "yes"}
     assert changed, "the committed study has a row the informative tasks change"
     shown = 0
@@ -144,7 +150,8 @@ def test_readme_seeds_table_has_a_row_per_claim_and_statistic(tmp_path):
     with path.open("a", encoding="utf-8") as handle:
         handle.write('5.3,a statistic added later,4,0.25,0.1,0.4,,,3 of 4,"a, b",,,holds,some rule,\n')
     assert seeds_headline(tmp_path).splitlines()[-1] == (
-        "| §5.3 | a statistic added later | 0.25 [0.1, 0.4] | 3 of 4 | a, b | holds | supports the paper |"
+        f"| {STUDY_LABELS[SEEDS_STUDY]} | §5.3 | a statistic added later | 0.25 [0.1, 0.4] | 3 of 4 | a, b | holds "
+        "| supports the paper |"
     )
 
 
@@ -512,3 +519,44 @@ def test_readme_loss_and_bounded_loss_sentences_are_the_committed_ones():
         f"{limits['figures/tlm_sensitivity']} documents per task: unpaired with the default's {limits['figures']}"
         in readme
     )
+
+
+def test_seeds_table_names_each_rows_study_and_shows_an_evaluation_only_studys_accuracy_and_random_sets(tmp_path):
+    """Issue 58: the rescore study's rows follow the four-seed study's, each naming its study; its §5.1
+    and §5.2 perplexity rows (its sets' and perplexities' source is that study) are left out; its
+    random-set control gets a row per calibration with each seed's difference."""
+    from depthprune.reporting.pages.directions import BEATS_CHANCE
+
+    copy_tables(SEEDS_STUDY, tmp_path)
+    rescore = SEEDS_STUDIES[1][0]
+    tables = tmp_path / rescore / "tables"
+    tables.mkdir(parents=True)
+    for name in ("seeds_claims.csv", "seeds_two_stage.csv"):
+        shutil.copy(REPO / SEEDS_STUDY / "tables" / name, tables / name)
+    key = {"model": "m", "budget": "7"}
+    write_rows(
+        tables / "random_control.csv",
+        [
+            {**key, "calibration": c, "comparison": "mean of the searches", "diff": d, "seed": str(k)}
+            for k, (c, d) in enumerate([("tlm_cs170k", "-0.031"), ("tlm_cs170k", "0.012"), ("ppl_c4", "0.04")])
+        ],
+    )
+    write_rows(
+        tables / "random_control_seeds.csv",
+        [{**key, "calibration": "tlm_cs170k", "diff": "-0.0095", "ci_low": "-0.2", "ci_high": "0.18",
+          "n_seeds": "2", "null_above": "0.01", "null_below": "0.02", "side": "level with random sets",
+          "verdict": "inconclusive"}],
+    )  # fmt: skip
+    lines = seeds_headline(tmp_path).splitlines()
+    theirs = [line for line in lines if line.startswith(f"| {STUDY_LABELS[rescore]} |")]
+    ours = [line for line in lines[2:] if line.startswith(f"| {STUDY_LABELS[SEEDS_STUDY]} |")]
+    assert len(ours) + len(theirs) == len(lines) - 2 and ours and theirs
+    assert not [line for line in theirs if "| §5.1 |" in line or "| §5.2 | perplexity" in line]
+    assert any("| §5.2 | accuracy" in line for line in theirs) and any("| §5.3 |" in line for line in theirs)
+    assert theirs[-1] == (
+        f"| {STUDY_LABELS[rescore]} | random sets | tlm_cs170k M=7: mean of the searches − mean of the random "
+        "sets | -0.9 [-20.0, +18.0] points |  | -3.1, +1.2 | "
+        f"inconclusive | {BEATS_CHANCE} |"
+    )
+    page = results_page(tmp_path, (rescore,))
+    assert "| tlm_cs170k | 7 | 2 | -0.9 [-20.0, +18.0] | 1 % | 2 % | level with random sets | inconclusive |" in page

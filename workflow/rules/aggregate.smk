@@ -11,7 +11,8 @@ rule aggregate_tables:
         # each metrics.csv's lm_eval.json: the provenance the aggregate checks (dtype, scoring, torch)
         raw=all_raw_evaluations(),
         base_study=wf.base_study_inputs(config),  # a committed study's runs reused (config base_study)
-        source_perplexity=wf.source_perplexity_inputs(config),  # config source_study.perplexity (§11)
+        # config source_study.perplexity (§11); ancient, as source_selection's inputs
+        source_perplexity=[ancient(f) for f in wf.source_perplexity_inputs(config)],
     output:
         # update: Snakemake neither deletes the previous aggregate before the job nor keeps a failed
         # job's files; the CLI builds the new files apart and moves them in only when all are written.

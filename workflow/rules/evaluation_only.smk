@@ -10,7 +10,10 @@ if wf.evaluation_only(config):
 
     rule source_selection:
         input:
-            lambda wildcards: wf.source_selection_input(config, wildcards),
+            # ancient: the source study's files are committed inputs, and a clone's checkout order (not
+            # an edit) makes them newer than this study's committed aggregate; `--forcerun
+            # source_selection` re-copies after a source search is rerun.
+            lambda wildcards: ancient(wf.source_selection_input(config, wildcards)),
         output:
             search_file("selection.json"),
         log:

@@ -5,7 +5,8 @@ statistic of such a claim "holds" is evidence for the paper. The TLM − perplex
 §10) is this project's test, not the paper's: it holds when the TLM-pruned models' average accuracy
 differs from the perplexity-pruned models'. The paper reads TLM pruning as moving models along the
 perplexity axis "without a comparable shift along the accuracy axis" (its §5.2, Figure 2), so a gap
-that holds is evidence against that reading, whichever way it goes.
+that holds is evidence against that reading, whichever way it goes. The random-set control
+(docs/method.md §11) holds when the searches' sets beat chance selection.
 
 The verdicts' claims are named in reporting/verdicts/ (the CSVs' ``claim`` column); this module maps
 those names and is kept here, beside the pages that print it, so that the verdict code stays free of
@@ -23,6 +24,10 @@ TLM_DIFFERS = "against the paper (TLM and perplexity pruning differ)"
 GAP = "gap"
 # The paper's claims: its section numbers.
 PAPER_CLAIMS = ("5.1", "5.2", "5.3")
+# The random-set control (docs/method.md §11): do the searches' sets beat chance selection? The paper
+# takes it for granted and never tests it (it evaluates no random sets).
+RANDOM_SETS = "random sets"
+BEATS_CHANCE = "the searches beat chance selection (the paper assumes it, never tests it)"
 
 
 def holds_means(claim: str, gap_estimate: float | None = None) -> str:
@@ -36,7 +41,9 @@ def holds_means(claim: str, gap_estimate: float | None = None) -> str:
         if gap_estimate is None or not gap_estimate or gap_estimate != gap_estimate:
             return TLM_DIFFERS
         return TLM_WORSE if gap_estimate < 0 else TLM_BETTER
+    if claim == RANDOM_SETS:
+        return BEATS_CHANCE
     raise ValueError(
         f"claim {claim!r}: no direction for its verdict in reporting/pages/directions.py "
-        f"(known: {', '.join((*PAPER_CLAIMS, GAP))}); say there what its 'holds' means"
+        f"(known: {', '.join((*PAPER_CLAIMS, GAP, RANDOM_SETS))}); say there what its 'holds' means"
     )

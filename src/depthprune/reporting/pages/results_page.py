@@ -23,7 +23,8 @@ from pathlib import Path
 
 from depthprune.errors import InputError
 from depthprune.io import atomic_write_text
-from depthprune.reporting.pages.directions import GAP, holds_means
+from depthprune.reporting.analysis.random_control import CLAIM, SEARCH_MEAN
+from depthprune.reporting.pages.directions import GAP, RANDOM_SETS, holds_means
 from depthprune.reporting.statistics.two_stage import ALGORITHM_SPREAD, CALIBRATION_SHIFT
 from depthprune.reporting.verdicts.across_seeds import INFORMATIVE_SCOPE
 from depthprune.reporting.verdicts.rules import DESCRIPTIVE
@@ -42,8 +43,18 @@ STUDIES = {
     "figures/tlm_sensitivity": ("Sensitivity: TLM with the bounded cross-entropy loss", "config/tlm_sensitivity.yaml"),
     "figures/cross_control": ("Objective or data: the cross-control ppl_cs170k", "config/cross_control.yaml"),
     "figures/seeds_default": ("Across seeds: the default study at seeds 0-3", "config/seeds_default.yaml"),
+    "figures/rescore_informative": (
+        "Rescore: the four-seed sets at M = 7 on 1000 documents of HellaSwag, ARC-Easy and PIQA, with random sets",
+        "config/rescore_informative.yaml",
+    ),
 }
 DEFAULT_STUDIES = tuple(STUDIES)
+# The README tables' "study" column: which study each row comes from (issue 58).
+STUDY_LABELS = {
+    "figures": "default: seed 0, 9 tasks × 116 docs",
+    "figures/seeds_default": "seeds 0-3, 9 tasks × 116 docs",
+    "figures/rescore_informative": "rescore: seeds 0-3, 3 tasks × 1000 docs",
+}
 PAGE = Path("docs/results.md")
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline:begin -->", "<!-- headline:end -->"
 TLM_BEGIN, TLM_END = "<!-- tlm:begin -->", "<!-- tlm:end -->"
@@ -51,8 +62,12 @@ DECOMPOSITION_BEGIN, DECOMPOSITION_END = "<!-- decomposition:begin -->", "<!-- d
 # The README's objective-or-data paragraph: the cross-control study (docs/method.md §9).
 DECOMPOSITION_STUDY = "figures/cross_control"
 SEEDS_BEGIN, SEEDS_END = "<!-- seeds:begin -->", "<!-- seeds:end -->"
-# The README's across-seeds table: the default study at several seeds (docs/method.md §10).
+# The README's across-seeds table: the default study at several seeds (docs/method.md §10), then the
+# rescore study's accuracy rows (§11: its sets and perplexities are the four-seed study's, so its
+# §5.1 and perplexity rows repeat that study's; its new evidence is the accuracy and random sets).
 SEEDS_STUDY = "figures/seeds_default"
+ACCURACY_ONLY = "accuracy"
+SEEDS_STUDIES = ((SEEDS_STUDY, None), ("figures/rescore_informative", ACCURACY_ONLY))
 # The README's TLM table: (search space, study folder) of each committed default-study variant: the
 # default with the first and last block kept ([22]'s barrier, docs/method.md §4) and its sensitivity
 # run without the barrier (config/protect_none.yaml).
@@ -131,6 +146,22 @@ def study_section(repo: Path, folder: str, out_dir: Path) -> list[str]:
             f"![seeds]({link})",
             "",
         ]
+    if (tables / "random_control_seeds.csv").is_file():
+        rows = [
+            [r["calibration"], r["budget"], r["n_seeds"], f"{points(r['diff'])} [{points(r['ci_low'])}, "
+             f"{points(r['ci_high'])}]", null_pass(r, "null_above"), null_pass(r, "null_below"), r["side"],
+             r["verdict"]]
+            for r in read_rows(tables / "random_control_seeds.csv")
+        ]  # fmt: skip
+        lines += [
+            "### Searches against random sets (docs/method.md §11)",
+            "",
+            f"From `{folder}/tables/random_control_seeds.csv`: {SEARCH_MEAN} minus the mean of the random sets, "
+            "in points of average accuracy (the noise null exchanges the searches' and the random sets' scores).",
+            "",
+        ]
+        header = ["calibration", "M", "seeds", "difference [95% CI]", "null above", "null below", "interval"]
+        lines += markdown_table([*header, CLAIM], rows) + [""]
     comparison = tables / "paper_comparison.csv"
     if comparison.is_file():
         lines += [
@@ -229,12 +260,13 @@ def headline_table(repo: str | Path, folder: str = "figures") -> str:
     """The README's table of headline findings: the judged claims of the default study's
     paper_comparison.csv, ours with its interval beside the paper's value, and which way its
     "holds" points."""
+    study = STUDY_LABELS.get(folder, folder)
     rows = [
-        [f"§{r['claim']}", *comparison_cells(r), direction(r, "value")]
+        [study, f"§{r['claim']}", *comparison_cells(r), direction(r, "value")]
         for r in read_rows(Path(repo) / folder / "tables" / "paper_comparison.csv")
         if r["verdict"] in VERDICTS
     ]
-    header = ["claim", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "null fail", "verdict"]
+    header = ["study", "claim", "scope", "statistic", "paper", "ours [95% CI]", "null pass", "null fail", "verdict"]
     return "\n".join(markdown_table([*header, "holds means"], rows))
 
 
@@ -395,18 +427,30 @@ def in_seeds_headline(row: dict, changed: set[str]) -> bool:
     return True
 
 
-def seeds_headline(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
-    """The README's across-seeds table (docs/method.md §10): one row per claim and statistic of
-    seeds_claims.csv (the TLM − perplexity gap per M in points), with the cross-seed estimate and
-    interval, how many seeds hold on their own, each seed's verdict or value, the verdict across seeds
-    and which way its "holds" points. Rows are read, not listed: a statistic the CSV gains gets a row.
-    The per-condition §5.2 rows are summarised by their "conditions whose … passes" rows and stay in
-    the CSV (and docs/results.md)."""
+def seeds_headline(repo: str | Path, studies=SEEDS_STUDIES) -> str:
+    """The README's across-seeds table (docs/method.md §10): for each multi-seed study of `studies`
+    that is rendered, one row per claim and statistic of its seeds_claims.csv (the TLM − perplexity
+    gap per M in points), with the study, the cross-seed estimate and interval, how many seeds hold
+    on their own, each seed's verdict or value, the verdict across seeds and which way its "holds"
+    points; then its random-set control rows (random_control_seeds.csv, §11) where it has them.
+    Rows are read, not listed: a statistic the CSV gains gets a row. The per-condition §5.2 rows are
+    summarised by their "conditions whose … passes" rows and stay in the CSV (and docs/results.md);
+    a study marked ``ACCURACY_ONLY`` shows its accuracy rows only."""
     rows = []
-    claims = read_rows(Path(repo) / folder / "tables" / "seeds_claims.csv")
+    for folder, scope in studies:
+        tables = Path(repo) / folder / "tables"
+        if (tables / "seeds_claims.csv").is_file():
+            rows += _seeds_rows(tables, STUDY_LABELS.get(folder, folder), scope)
+    header = ["study", "claim", "statistic", "across seeds [95% CI]", "seeds holding", "per seed (0, 1, …)", "verdict"]
+    return "\n".join(markdown_table([*header, "holds means"], rows))
+
+
+def _seeds_rows(tables: Path, study: str, scope: str | None) -> list[list[str]]:
+    rows = []
+    claims = read_rows(tables / "seeds_claims.csv")
     changed = {r["statistic"] for r in claims if r.get("changed_by_informative") == "yes"}
     for r in claims:
-        if not in_seeds_headline(r, changed):
+        if not in_seeds_headline(r, changed) or (scope == ACCURACY_ONLY and not _about_accuracy(r)):
             continue
         if r["claim"] == GAP:
             label = "TLM − perplexity, " + r["statistic"].split(":")[0].split()[-1]  # "<model> M=7: …"
@@ -419,9 +463,27 @@ def seeds_headline(repo: str | Path, folder: str = SEEDS_STUDY) -> str:
             if r["ci_low"] != "" and r["ci_high"] != "":
                 estimate += f" [{number(r['ci_low'])}, {number(r['ci_high'])}]"
         claim = "gap" if r["claim"] == GAP else f"§{r['claim']}"
-        rows.append([claim, label, estimate, r["seeds_holding"], r["per_seed"], r["verdict"], direction(r, "estimate")])
-    header = ["claim", "statistic", "across seeds [95% CI]", "seeds holding", "per seed (0, 1, …)", "verdict"]
-    return "\n".join(markdown_table([*header, "holds means"], rows))
+        row = [claim, label, estimate, r["seeds_holding"], r["per_seed"], r["verdict"], direction(r, "estimate")]
+        rows.append([study, *row])
+    if (tables / "random_control_seeds.csv").is_file():
+        per_seed = [r for r in read_rows(tables / "random_control.csv") if r["comparison"] == SEARCH_MEAN]
+        for r in read_rows(tables / "random_control_seeds.csv"):
+            cell = (r["model"], r["budget"], r["calibration"])
+            seeds = [points(x["diff"]) for x in per_seed if (x["model"], x["budget"], x["calibration"]) == cell]
+            value = f"{points(r['diff'])} [{points(r['ci_low'])}, {points(r['ci_high'])}] points"
+            label = f"{r['calibration']} M={r['budget']}: {SEARCH_MEAN} − mean of the random sets"
+            rows.append(
+                [study, RANDOM_SETS, label, value, "", ", ".join(seeds), r["verdict"], holds_means(RANDOM_SETS)]
+            )
+    return rows
+
+
+def _about_accuracy(row: dict) -> bool:
+    """A seeds_claims.csv row an evaluation-only study's new documents decide: not §5.1 (the sets are
+    its source's) and not §5.2's perplexity half (its perplexities are its source's, §11)."""
+    if row["claim"] == "5.1":
+        return False
+    return not (row["claim"] == "5.2" and row["statistic"].startswith("perplexity"))
 
 
 def readme_with_block(readme: str, begin: str, end: str, text: str) -> str:

@@ -59,8 +59,12 @@ class UnitScores:
 
 def unit_scores(samples: pd.DataFrame, runs: pd.DataFrame, benchmarks: Sequence[str]) -> UnitScores | None:
     """The headline per-document values of ``runs`` (KEY columns) on ``benchmarks``; None when a run
-    lacks one of them (a null needs every run on the same documents)."""
+    lacks one of them (a null needs every run on the same documents). A benchmark the study scored
+    for no run is left out, as ``avg_accuracy`` leaves it out (an evaluation-only study's fewer tasks)."""
     head = samples[samples["headline"].astype(bool) & samples["benchmark"].isin(benchmarks)]
+    benchmarks = [b for b in benchmarks if b in set(head["benchmark"])]
+    if not benchmarks:
+        return None
     keys = [tuple(r) for r in runs[KEY].itertuples(index=False)]
     index = {k: i for i, k in enumerate(keys)}
     run_of = pd.Series([index.get(tuple(r), -1) for r in head[KEY].itertuples(index=False)], index=head.index)
