@@ -17,7 +17,7 @@ import json
 import math
 import os
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
@@ -405,20 +405,21 @@ def source_perplexity_args(config: Mapping, wildcards=None) -> str:
     return cli_args({"perplexity_from": folder}) if folder else ""
 
 
+def aggregate_files(folder: str | None, tables: Sequence[str]) -> list[str]:
+    """`tables`' Parquet files in the aggregate `folder` (none without a folder)."""
+    return [os.path.join(folder, f"{name}.parquet") for name in tables] if folder else []
+
+
 def source_perplexity_inputs(config: Mapping) -> list[str]:
     """The source aggregate's files the carried perplexities come from (inputs of the aggregate rule)."""
     folder = (config.get("source_study") or {}).get("perplexity")
-    if not folder:
-        return []
-    return [os.path.join(folder, f"{name}.parquet") for name in ("selections", "metrics", "summary", "samples")]
+    return aggregate_files(folder, ("selections", "metrics", "summary", "samples"))
 
 
 def base_study_inputs(config: Mapping) -> list[str]:
     """The base study's aggregate files the merged aggregate reads (inputs of the aggregate rule)."""
-    base = config.get("base_study")
-    if not base:
-        return []
-    return [os.path.join(base["aggregate"], f"{name}.parquet") for name in ("selections", "metrics", "samples")]
+    folder = (config.get("base_study") or {}).get("aggregate")
+    return aggregate_files(folder, ("selections", "metrics", "samples"))
 
 
 def aggregate_protected_args(config: Mapping, wildcards=None) -> str:

@@ -354,6 +354,18 @@ def _metrics_frame(paths: list[Path]) -> pd.DataFrame:
     return metrics.sort_values(KEY + ["benchmark", "metric"], kind="stable").reset_index(drop=True)
 
 
+def concat_runs(own: pd.DataFrame, other: pd.DataFrame, key: list[str], origin: str) -> pd.DataFrame:
+    """Rows of both (a committed study's runs joining this study's: ``base_study``,
+    ``carried_perplexity``), the study's column order first, sorted as the aggregate sorts them; a
+    row of ``key`` both hold is an error naming ``origin``."""
+    columns = list(own.columns) + [c for c in other.columns if c not in own.columns]
+    out = pd.concat([own, other.reindex(columns=columns)], ignore_index=True) if not other.empty else own
+    if out.duplicated(key).any():
+        row = out[out.duplicated(key)].iloc[0]
+        raise InputError(f"{origin} and this study both hold {dict(row[key])}")
+    return out.sort_values([k for k in RUN_KEY if k in out.columns], kind="stable").reset_index(drop=True)
+
+
 def _raise_on_duplicates(frame: pd.DataFrame, what: str, key=KEY) -> None:
     dup = frame.duplicated(key, keep=False)
     if dup.any():

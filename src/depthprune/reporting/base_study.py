@@ -42,6 +42,7 @@ from depthprune.reporting.aggregate import (
     SAMPLES,
     Aggregate,
     build_summary,
+    concat_runs,
     load_aggregate,
     load_samples,
 )
@@ -49,6 +50,7 @@ from depthprune.reporting.aggregate import (
 log = logging.getLogger(__name__)
 
 BASE_STUDY_RECORD = "base_study.json"
+BASE = "the base study"  # names the base in concat_runs' error
 # The dense model is re-evaluated by the study and compared with the base's, document by document.
 # Beyond these the two evaluations are not the same computation and the base rows are refused.
 MAX_ANSWER_CHANGES = 0.01  # fraction of zero-shot documents whose 0/1 score differs
@@ -128,9 +130,9 @@ def merge_base_study(
     base_runs_samples = base_samples.merge(runs, on=RUN_KEY)
     agreement = _dense_agreement(samples, base_samples, models, own_seeds, seeds, base_dir, tuple(calibrations))
 
-    selections = _concat(agg.selections, picked, RUN_KEY)
-    metrics = _concat(agg.metrics, base_metrics, RUN_KEY + ["benchmark", "metric"])
-    merged_samples = _concat(samples, base_runs_samples, RUN_KEY + ["benchmark", "unit", "metric"])
+    selections = concat_runs(agg.selections, picked, RUN_KEY, BASE)
+    metrics = concat_runs(agg.metrics, base_metrics, RUN_KEY + ["benchmark", "metric"], BASE)
+    merged_samples = concat_runs(samples, base_runs_samples, RUN_KEY + ["benchmark", "unit", "metric"], BASE)
     summary = build_summary(selections, metrics)
     log.info(
         "base study %s: %d selections of %s at seed(s) %s; dense answers differ on %d of %d documents, "
@@ -225,13 +227,3 @@ def _dense_agreement(
             f"more than {MAX_PERPLEXITY_REL:g}: not the same model or evaluation"
         )
     return agreement
-
-
-def _concat(own: pd.DataFrame, base: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """Rows of both, the study's column order first, sorted as the aggregate sorts them."""
-    columns = list(own.columns) + [c for c in base.columns if c not in own.columns]
-    out = pd.concat([own, base.reindex(columns=columns)], ignore_index=True) if not base.empty else own
-    if out.duplicated(key).any():
-        row = out[out.duplicated(key)].iloc[0]
-        raise InputError(f"the base study and this study both hold {dict(row[key])}")
-    return out.sort_values([k for k in RUN_KEY if k in out.columns], kind="stable").reset_index(drop=True)

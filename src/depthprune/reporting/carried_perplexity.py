@@ -33,7 +33,15 @@ from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS  # avg_perplexity's parts
 from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_json
-from depthprune.reporting.aggregate import RUN_KEY, SAMPLES, Aggregate, build_summary, load_aggregate, load_samples
+from depthprune.reporting.aggregate import (
+    RUN_KEY,
+    SAMPLES,
+    Aggregate,
+    build_summary,
+    concat_runs,
+    load_aggregate,
+    load_samples,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +103,8 @@ def carry_perplexity(agg: Aggregate, samples: pd.DataFrame, source_dir: str | Pa
             raise InputError(f"{where}: its runs were scored on different {benchmark} windows")
         units[str(benchmark)] = len(per_run.iloc[0])
 
-    metrics = _concat(agg.metrics, picked)
-    merged_samples = _concat(samples, picked_samples)
+    metrics = concat_runs(agg.metrics, picked, RUN_KEY + ["benchmark", "metric"], where)
+    merged_samples = concat_runs(samples, picked_samples, RUN_KEY + ["benchmark", "unit", "metric"], where)
     summary = build_summary(agg.selections, metrics)
     record = CarriedPerplexity(
         source=str(source_dir),
@@ -136,9 +144,3 @@ def _check_dtype(own: pd.DataFrame, source: pd.DataFrame, where: str) -> None:
         raise InputError(
             f"{where}: its run {_run_text(row)} ran in {row['dtype_source']}, this study's in {row['dtype']}"
         )
-
-
-def _concat(own: pd.DataFrame, carried: pd.DataFrame) -> pd.DataFrame:
-    """Rows of both in the study's column order, sorted as the aggregate sorts them."""
-    out = pd.concat([own, carried.reindex(columns=own.columns)], ignore_index=True) if not carried.empty else own
-    return out.sort_values([k for k in RUN_KEY if k in out.columns], kind="stable").reset_index(drop=True)

@@ -62,7 +62,8 @@ def unit_scores(samples: pd.DataFrame, runs: pd.DataFrame, benchmarks: Sequence[
     lacks one of them (a null needs every run on the same documents). A benchmark the study scored
     for no run is left out, as ``avg_accuracy`` leaves it out (an evaluation-only study's fewer tasks)."""
     head = samples[samples["headline"].astype(bool) & samples["benchmark"].isin(benchmarks)]
-    benchmarks = [b for b in benchmarks if b in set(head["benchmark"])]
+    scored = set(head["benchmark"].unique())
+    benchmarks = [b for b in benchmarks if b in scored]
     if not benchmarks:
         return None
     keys = [tuple(r) for r in runs[KEY].itertuples(index=False)]
