@@ -22,6 +22,7 @@ validate_config()  # the schema, with the registries' names and its defaults fil
 # Plan-time checks (depthprune.workflow.check_study): model aliases, protected layers and budgets
 # against a model's n_layers, every mirror file in data_dir; one error naming the key or file.
 check_study()
+warn_environment_drift()  # installed versions other than requirements/lock.txt's: said in one line
 
 
 wildcard_constraints:

@@ -3,7 +3,10 @@
 A copy of the repository's tracked files stands in for a fresh clone: no results beyond the committed
 `results/**/aggregate/`, no data mirror, no converted model. For every committed study, `snakemake
 figures` must plan nothing upstream of the figures, and a real re-render must reproduce every
-committed figure and table of that study byte for byte.
+committed figure and table of that study byte for byte under requirements/lock.txt. With other
+versions of the packages that shape a rendered file installed (environment.RENDER_PACKAGES), a PDF is
+compared by what it draws (reporting/pdf_drawing.py: a newer fontTools packs the same font otherwise),
+the byte checks it skips are named in a warning, and every other file stays byte for byte.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
+from depthprune import environment
 from depthprune.paths import SENSITIVITY_DIR
+from depthprune.reporting.pdf_drawing import drawing_difference
 from test_workflow import job_counts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,6 +103,34 @@ def fresh_clone(tmp_path_factory) -> Path:
     return root
 
 
+def rendered_differences(pairs: list[tuple[str, Path, Path]]) -> list[str]:
+    """The names whose re-rendered file (second) differs from the committed one (third).
+
+    Byte for byte under the lock. When the installed versions of the packages that shape a rendered
+    file are not the lock's, a PDF is compared by what it draws and its byte check is named in a
+    warning as skipped, and environment.json (which records those versions) must name them."""
+    differ_from_lock = environment.drift(environment.RENDER_PACKAGES)
+    differ, skipped = [], []
+    for name, rendered, committed in pairs:
+        if rendered.read_bytes() == committed.read_bytes():
+            continue
+        if not differ_from_lock:
+            differ.append(name)
+        elif name.endswith(".pdf"):
+            skipped.append(name)
+            if drawing_difference(rendered, committed) is not None:
+                differ.append(name)
+        elif rendered.name != environment.RECORD_FILE:
+            differ.append(name)
+    if skipped:
+        warnings.warn(
+            f"{environment.drift_message(differ_from_lock, 'PDFs')}: byte checks skipped, drawing compared "
+            f"instead, for {skipped}",
+            stacklevel=2,
+        )
+    return sorted(differ)
+
+
 def snakemake(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *args], cwd=root, capture_output=True, text=True, timeout=900
@@ -131,7 +165,7 @@ def test_render_reproduces_the_committed_figures_byte_for_byte(fresh_clone, stud
     for name in committed:  # the render must write them anew, not find them
         (fresh_clone / name).unlink()
     snakemake(fresh_clone, "--cores", "1", "figures", "--forcerun", *forced, *args)
-    differ = sorted(name for name in committed if (fresh_clone / name).read_bytes() != (REPO / name).read_bytes())
+    differ = rendered_differences([(name, fresh_clone / name, REPO / name) for name in committed])
     assert not differ, f"re-rendered files differ from the committed ones: {differ}"
 
 
@@ -148,7 +182,7 @@ def test_failed_search_sensitivity_reproduces_the_committed_files(fresh_clone, s
     for name in committed:
         (fresh_clone / name).unlink()
     snakemake(fresh_clone, "--cores", "1", "failed_search_sensitivity", *args)
-    differ = sorted(name for name in committed if (fresh_clone / name).read_bytes() != (REPO / name).read_bytes())
+    differ = rendered_differences([(name, fresh_clone / name, REPO / name) for name in committed])
     assert not differ, f"re-made sensitivity files differ from the committed ones: {differ}"
 
 
@@ -193,12 +227,12 @@ def test_last_digit_noise_in_the_aggregate_renders_the_same_tables(tmp_path, stu
     only = [name for name in ARTIFACTS if name not in FIGURE_NAMES]
     written = render(tmp_path / "aggregate", tmp_path / "figures", only=only, **settings)
     assert written
-    differ = []
+    pairs = []
     for path in written:
         committed = REPO / figures / path.relative_to(tmp_path / "figures")
         assert committed.is_file(), f"{committed.relative_to(REPO)} is rendered but not committed"
-        if path.read_bytes() != committed.read_bytes():
-            differ.append(str(committed.relative_to(REPO)))
+        pairs.append((str(committed.relative_to(REPO)), path, committed))
+    differ = rendered_differences(pairs)
     assert not differ, f"a 1e-14 relative change of the inputs changed: {differ}"
 
 
@@ -324,6 +358,8 @@ def test_rescore_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
         patch.chdir(REPO)  # the committed files name the runs by their paths from the repository root
         assert main(argv) == 0
     names = sorted(path.name for path in committed.iterdir())
-    assert "carried_perplexity.json" in names and sorted(path.name for path in tmp_path.iterdir()) == names
+    # environment.json: the versions this rebuild was made with (the committed aggregate predates the record).
+    rebuilt = sorted(path.name for path in tmp_path.iterdir() if path.name != environment.RECORD_FILE)
+    assert "carried_perplexity.json" in names and rebuilt == names
     for name in names:
         assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name

@@ -41,6 +41,16 @@ def yaml_typed(value):
     return wf.yaml_typed(value)
 
 
+def warn_environment_drift():
+    """One line before any job runs when the installed packages are not requirements/lock.txt's: the
+    results and figures may then differ in bytes from the committed ones (a warning, not a refusal)."""
+    from depthprune import environment
+
+    differ = environment.drift(environment.RENDER_PACKAGES + environment.MODEL_PACKAGES)
+    if differ:
+        print("Warning: " + environment.drift_message(differ, "results, figures and tables"), file=sys.stderr)
+
+
 def check_config_keys():
     """A misspelt key: one line naming it and the allowed keys, not the whole schema."""
     errors = wf.config_key_errors(config, SCHEMA)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from depthprune.environment import RENDER_PACKAGES, warn_drift, write_record
 from depthprune.reporting.aggregate import calibration_kind, load_samples
 from depthprune.reporting.figures.calibration_size import draw
 from depthprune.reporting.statistics.calibration_size import add_bootstrap_intervals, calibration_size_table
@@ -17,6 +18,7 @@ from depthprune.results_schema import AGGREGATE_SUMMARY, read_csv
 
 def render_calibration_size(aggregate_dir: str | Path, out_dir: str | Path) -> list[Path]:
     """Figure and table of the calibration-size study from ``aggregate_dir/summary.csv``."""
+    warn_drift(RENDER_PACKAGES, "its figure and table")
     summary = read_csv(Path(aggregate_dir) / "summary.csv", AGGREGATE_SUMMARY)  # checked, twin included
     table = calibration_size_table(summary)
     samples = load_samples(aggregate_dir)
@@ -25,4 +27,5 @@ def render_calibration_size(aggregate_dir: str | Path, out_dir: str | Path) -> l
     out = Path(out_dir)
     written = draw(table, dense, out)
     written += write_table(report_table(table), out / "tables")
+    written.append(write_record(out, RENDER_PACKAGES))
     return written

@@ -179,6 +179,7 @@ def add_results_page(subparsers) -> None:
 
 
 def run_aggregate(args: argparse.Namespace) -> int:
+    from depthprune import environment
     from depthprune.io import atomic_files, check_inputs_outputs
     from depthprune.reporting.aggregate import (
         aggregate,
@@ -212,6 +213,7 @@ def run_aggregate(args: argparse.Namespace) -> int:
         origin = f"--results {args.results}"
     if not selection_files and not metrics_files:
         raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
+    environment.warn_drift(environment.RENDER_PACKAGES, "the aggregate's tables")
     protected = {}
     for item in args.protected:
         model, sep, spec = item.partition("=")
@@ -248,6 +250,8 @@ def run_aggregate(args: argparse.Namespace) -> int:
             from depthprune.reporting.carried_perplexity import write_record
 
             written.append(write_record(carried, staging))
+        # The versions that wrote these tables (a model job's own are in its selection.json, lm_eval.json).
+        written.append(environment.write_record(staging, environment.RENDER_PACKAGES))
     print(
         f"aggregate: {len(selection_files)} selections, {len(metrics_files)} metrics files -> {args.out} ({len(written)} files)"
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from depthprune.environment import RENDER_PACKAGES, warn_drift, write_record
 from depthprune.errors import InputError
 from depthprune.evaluation_only import is_random_set
 from depthprune.io import atomic_write_report_csv, atomic_write_text
@@ -512,6 +513,8 @@ def render(
     runs (``verdicts/failed_sensitivity.py``; observations.md says which), the sensitivity reading of
     docs/method.md §7."""
     start = time.perf_counter()
+    # Said before drawing: other versions than the lock's may write the same figures as other bytes.
+    warn_drift(RENDER_PACKAGES, "figures and tables")
     # The metrics table is not drawn from, but is validated with the others (a cut file is refused).
     agg = load_aggregate(aggregate_dir, tables=("selections", "summary"))
     samples, preface = load_samples(aggregate_dir), ""
@@ -535,5 +538,7 @@ def render(
             step_start = time.perf_counter()
             step.run(job)
             log.info("render step %s (%.1f s)", step.name, time.perf_counter() - step_start)
+    job.out.mkdir(parents=True, exist_ok=True)
+    job.written.append(write_record(job.out, RENDER_PACKAGES))
     log.info("render: %d files in %s (%.1f s)", len(job.written), job.out, time.perf_counter() - start)
     return job.written
