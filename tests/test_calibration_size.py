@@ -241,6 +241,7 @@ def test_render_writes_figure_and_tables(tmp_path):
     assert names == [
         "calibration_size.pdf",
         "calibration_size.png",
+        "environment.json",  # the versions it was rendered with
         "tables/calibration_size.csv",
         "tables/calibration_size.md",
         "tables/calibration_size.tex",

@@ -133,14 +133,13 @@ def test_render_records_its_versions_and_warns_once_on_drift(tmp_path, monkeypat
 
 def test_aggregate_records_its_versions(tmp_path):
     from depthprune.cli import main
+    from test_cross_control import ALGORITHMS, write_run
 
-    runs = REPO / "results" / "rescore_informative" / "runs"
-    argv = ["aggregate", "--results", str(runs), "--protected", "smollm2-135m=0 29", "--out", str(tmp_path)]
-    argv += ["--perplexity-from", str(REPO / "results" / "seeds_default" / "aggregate")]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(REPO)  # the committed runs name their files from the repository root
-        assert main(argv) == 0
-    record = yaml.safe_load((tmp_path / environment.RECORD_FILE).read_text())
+    for algorithm in ALGORITHMS:
+        write_run(tmp_path / "results", "ppl_c4", algorithm)
+    write_run(tmp_path / "results", "none", "dense")
+    assert main(["aggregate", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "aggregate")]) == 0
+    record = yaml.safe_load((tmp_path / "aggregate" / environment.RECORD_FILE).read_text())
     assert record == {"packages": dict(sorted(environment.installed_versions(environment.RENDER_PACKAGES).items()))}
 
 

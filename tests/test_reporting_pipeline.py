@@ -489,8 +489,8 @@ def test_render_only_and_single_calibration(tmp_path):
         == 0
     )
     assert sorted(p.name for p in only.rglob("*") if p.is_file()) == sorted(
-        ["figure2.pdf", "figure2.png", "table3.csv", "table3.md", "table3.tex"]
-    )
+        ["environment.json", "figure2.pdf", "figure2.png", "table3.csv", "table3.md", "table3.tex"]
+    )  # environment.json: the versions every render records beside its files
     full = tmp_path / "full"
     assert run_command(["render", "--aggregate", str(tmp_path / "agg"), "--out", str(full)]) == 0
     assert "_No results under task-likelihood-margin (TLM) pruning._" in (full / "tables" / "table2.md").read_text()

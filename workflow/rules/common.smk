@@ -43,12 +43,14 @@ def yaml_typed(value):
 
 def warn_environment_drift():
     """One line before any job runs when the installed packages are not requirements/lock.txt's: the
-    results and figures may then differ in bytes from the committed ones (a warning, not a refusal)."""
+    results and figures may then differ in bytes from the committed ones (a warning, not a refusal).
+    """
     from depthprune import environment
 
     differ = environment.drift(environment.RENDER_PACKAGES + environment.MODEL_PACKAGES)
     if differ:
-        print("Warning: " + environment.drift_message(differ, "results, figures and tables"), file=sys.stderr)
+        message = environment.drift_message(differ, "results, figures and tables")
+        print(f"Warning: {message}", file=sys.stderr)
 
 
 def check_config_keys():
