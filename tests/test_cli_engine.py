@@ -143,8 +143,11 @@ def test_evaluator_benchmark_prints_its_summary_line(tiny_model_dir, data_dir, c
     assert 0 < blocks_ratio < 0.6  # the caches must actually save blocks
 
 
+@pytest.mark.slow
 def test_allocator_benchmark_runs_both_settings_with_equal_results(tiny_model_dir, data_dir, capsys):
-    """``timing allocator`` on the tiny model: one child per setting, the same numbers bit for bit."""
+    """Marked ``slow``: a benchmark run, one child process per setting (about 20 s under AVX2).
+
+    ``timing allocator`` on the tiny model: one child per setting, the same numbers bit for bit."""
     argv = ["timing", "allocator", "--model", str(tiny_model_dir), "--data-dir", str(data_dir), "--dtype", "float32"]
     argv += ["--budget", "2", "--limit", "2", "--ppl-seq-len", "64", "--sets", "1 3", "2 5", "--rounds", "1"]
     assert main(argv) == 0

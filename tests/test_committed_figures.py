@@ -140,8 +140,10 @@ def snakemake(root: Path, *args: str, check: bool = True) -> subprocess.Complete
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", list(STUDIES))
 def test_figures_target_plans_only_the_figures(fresh_clone, study):
+    """Marked ``slow``: three Snakemake plans of a whole study per study (10-17 s each)."""
     args, aggregate, _ = STUDIES[study]
     assert (fresh_clone / aggregate / "summary.csv").is_file(), f"{aggregate}/ is not committed"
     # A clone's file times follow checkout order (results/ after figures/), so Snakemake may find the
@@ -156,8 +158,10 @@ def test_figures_target_plans_only_the_figures(fresh_clone, study):
     assert whole[upstream] > 0 and whole["evaluate_selections"] > 0 and whole["aggregate_tables"] == 1, whole
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", list(STUDIES))
 def test_render_reproduces_the_committed_figures_byte_for_byte(fresh_clone, study):
+    """Marked ``slow``: a re-render of a committed study at its committed settings (up to 3 min)."""
     args, _, _ = STUDIES[study]
     committed = study_figures(study, tracked_files())
     assert committed, f"no committed figures for the {study} study"
@@ -174,8 +178,10 @@ def test_render_reproduces_the_committed_figures_byte_for_byte(fresh_clone, stud
 SENSITIVITY_CHECKED = ["default"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", SENSITIVITY_CHECKED)
 def test_failed_search_sensitivity_reproduces_the_committed_files(fresh_clone, study):
+    """Marked ``slow``: a re-render of the committed study's sensitivity at its committed settings."""
     args, _, _ = STUDIES[study]
     committed = study_figures(study, tracked_files(), sensitivity=True)
     assert any(name.endswith("verdict_changes.csv") for name in committed), committed
@@ -206,9 +212,12 @@ def perturbed_copy(aggregate: Path, target: Path, relative: float, seed: int = 0
         frame.to_parquet(target / path.name, index=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", list(STUDIES))
 def test_last_digit_noise_in_the_aggregate_renders_the_same_tables(tmp_path, study):
-    """What a reduction on another CPU kind does to the inputs (a change in the 15th digit of every
+    """Marked ``slow``: every committed table re-rendered at its committed settings (up to 2 min).
+
+    What a reduction on another CPU kind does to the inputs (a change in the 15th digit of every
     float) leaves every committed table byte for byte as it is: CSVs at their bounded precision,
     Markdown and LaTeX as rounded for display."""
     import inspect
@@ -308,8 +317,9 @@ def test_figure_rules_quote_every_path(fresh_clone):
         assert "--log-file 'my logs/" in command and "--out 'my figures/calibration_size" in command, command
 
 
+@pytest.mark.slow
 def test_seeds_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
-    """The four-seed study commits each run's small files under results/seeds_default/runs/ (issue
+    """Marked ``slow``: a committed study's whole aggregate rebuilt. The four-seed study commits each run's small files under results/seeds_default/runs/ (issue
     47): `depthprune aggregate` over them, with seed 0 from the committed default, gives the
     committed aggregate: the same summary and per-document scores byte for byte, and the same
     selections and metrics apart from the column naming each row's source file."""
@@ -344,8 +354,9 @@ def test_seeds_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
         pd.testing.assert_frame_equal(rebuilt.drop(columns="source"), original.drop(columns="source"))
 
 
+@pytest.mark.slow
 def test_rescore_study_aggregate_rebuilds_from_its_committed_runs(tmp_path):
-    """The rescore study (issue 58) commits each run's small files under
+    """Marked ``slow``: a committed study's whole aggregate rebuilt. The rescore study (issue 58) commits each run's small files under
     results/rescore_informative/runs/: `depthprune aggregate` over them, with the perplexities the
     four-seed study measured for the same sets carried in (config source_study.perplexity), gives
     the committed aggregate byte for byte."""

@@ -2,6 +2,7 @@
 
 Marked ``embedded``; each model is skipped when its wheel is missing. The first run converts the
 GGUF once into the model cache (SmolLM2: seconds; Gemma 3: 1-2 min of dequantising on 2 cores).
+Also marked ``slow``: real model sizes (135M and 270M parameters), about 2 minutes together.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from depthprune.engine.scoring import forward_loss
 from depthprune.models import export_pruned, load_model, remove_blocks
 from depthprune.models.loading import EMBEDDED
 
-pytestmark = pytest.mark.embedded
+pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 
 # model key -> (blocks, a removed set spread over the depth, including a full-attention layer for Gemma 3)
 CASES = {

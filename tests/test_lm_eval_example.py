@@ -59,7 +59,9 @@ def swap_option(argv: list[str], option: str, old: str, new: str) -> list[str]:
     return [*argv[:at], new, *argv[at + 1 :]]
 
 
+@pytest.mark.slow
 def test_readme_lm_eval_example_matches_depthprune_evaluate(repo_root, tmp_path, request):
+    """Marked ``slow``: the README's lm-eval command end to end beside depthprune evaluate (about 17 s under AVX2)."""
     try:
         commands = readme_commands((repo_root / "README.md").read_text(encoding="utf-8"))
     except LookupError:

@@ -232,8 +232,10 @@ def test_failed_searches_are_flagged():
 # --------------------------------------------------------------------------- the committed study
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (REPO / "results/aggregate/samples.parquet").exists(), reason="no committed aggregate")
 def test_committed_verdicts_do_not_depend_on_the_bootstrap_seed():
+    """Marked ``slow``: the committed study's verdicts re-computed at a second bootstrap seed (about 21 s under AVX2)."""
     from depthprune.reporting.aggregate import load_aggregate
     from depthprune.reporting.render import load_samples, paper_only
     from depthprune.reporting.statistics.baselines import task_baselines

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from depthprune.search.bo import STUDY_FILE
 
 N_TRIALS = 30
@@ -64,7 +66,9 @@ def completed_trials(workdir) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_bo_killed_and_resumed_matches_uninterrupted(tmp_path):
+    """Marked ``slow``: three BO searches in child processes, one killed (about 14 s under AVX2)."""
     reference = run_script(tmp_path / "uninterrupted", delay=0.0)
     assert reference["distinct"] == N_TRIALS  # distinct sets; repeats (memo hits in the trace) are extra
 
@@ -146,7 +150,9 @@ def run_small_space(workdir, kill_at: int = 0) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_bo_killed_at_a_fixed_trial_resumes_to_the_uninterrupted_trace(tmp_path):
+    """Marked ``slow``: BO searches in child processes, one killed (about 11 s under AVX2)."""
     reference = run_small_space(tmp_path / "uninterrupted")
     assert reference.returncode == 0, reference.stderr[-2000:]
     reference = json.loads(reference.stdout.splitlines()[-1])

@@ -7,6 +7,8 @@ local run uses, the rule's memory, the profile's runtime, no GPU on the CPU devi
 runs on the submit host, that the memo's journal is `delete` although `--config` is given on the
 command line, and that the aggregate equals the local run's. Skipped where SLURM cannot start (not
 root, packages missing); with DEPTHPRUNE_REQUIRE_SLURM=1 (.ci/run) a failed start fails instead.
+
+Marked ``slow``: it starts a real scheduler and runs a study through it (about 7 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import pytest
 import yaml
 
 from slurm_cluster import LocalSlurm, missing_reason
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "workflow" / "profiles" / "slurm"

@@ -377,8 +377,11 @@ def test_figures_target_rerenders_without_model_jobs(finished):
     finished.reset_calls()
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_without_recomputing(tmp_path):
-    """SIGKILL mid-run (a BO search in flight), then the same command (+ --unlock, --rerun-incomplete)."""
+    """Marked ``slow``: an end-to-end Snakemake run killed mid-search and resumed (about 10 s under AVX2).
+
+    SIGKILL mid-run (a BO search in flight), then the same command (+ --unlock, --rerun-incomplete)."""
     run = StandInRun(tmp_path)
     command = [*SNAKEMAKE, "--directory", str(run.workdir), *run.args("--cores", "1", "--rerun-incomplete")]
     blocking = dict(run.env, FAKE_BLOCK_ALGORITHM="bo")
