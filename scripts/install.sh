@@ -27,10 +27,9 @@ if [ "$mode" = locked ]; then
     if [ "$installed_torch" != "$locked_torch" ]; then
         "${pip[@]}" "torch==$locked_torch"
     fi
-    # Every other pin, without resolving again; the installed torch build satisfies torch==<version>.
-    grep -v '^torch==' requirements/lock.txt > "${TMPDIR:-/tmp}/depthprune-lock-$$.txt"
-    trap 'rm -f "${TMPDIR:-/tmp}/depthprune-lock-$$.txt"' EXIT
-    "${pip[@]}" --no-deps -r "${TMPDIR:-/tmp}/depthprune-lock-$$.txt"
+    # Every pin, without resolving again; the installed torch build (a local tag such as +cpu or
+    # +cu124 included) already satisfies torch==<version>, so pip keeps it.
+    "${pip[@]}" --no-deps -r requirements/lock.txt
     "${pip[@]}" --no-deps --no-build-isolation -e ".[test]"
 else
     if [ -z "$installed_torch" ]; then
