@@ -24,6 +24,48 @@ def pytest_configure(config):
         os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
+# Test files whose tests pytest-xdist may run on different workers: long, independent tests whose
+# module fixtures are cheap to build twice (the committed-study re-renders: a copy of the tracked files).
+ANY_WORKER_FILES = {"tests/test_committed_figures.py"}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pyproject's addopts), but the tests of ANY_WORKER_FILES go one by one to
+    whichever worker is free: one file of long re-renders no longer sets the suite's wall time. Every
+    other file still runs on one worker, its module fixtures (a smoke run, a converted model) built
+    once. (--dist loadgroup would do this with marks, but pytest 9.2 drops its groups: xdist #1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrTestScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return nodeid if path in ANY_WORKER_FILES else path
+
+    return FileOrTestScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The order the workers get the work in (--no-loadscope-reorder: collection order): files with
+    ``slow`` tests, and the slow tests of ANY_WORKER_FILES, first; the rest after them, so that the many
+    short tests even out the workers' ends (a long file handed out last keeps one worker busy while the
+    other idles). A file's own tests keep their order."""
+
+    def path(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    slow_files = {path(item) for item in items if item.get_closest_marker("slow")}
+
+    def handed_out_later(item) -> bool:
+        if path(item) in ANY_WORKER_FILES:
+            return item.get_closest_marker("slow") is None
+        return path(item) not in slow_files
+
+    items.sort(key=handed_out_later)  # stable: collection order within each half
+
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -24,6 +24,8 @@ from depthprune.paths import SENSITIVITY_DIR
 from depthprune.reporting.pdf_drawing import drawing_difference
 from test_workflow import job_counts
 
+# Long, independent re-renders: conftest.py's ANY_WORKER_FILES lists this file, so pytest-xdist gives
+# each test to whichever worker is free (the fresh clone, a copy of the tracked files, is cheap twice).
 REPO = Path(__file__).resolve().parents[1]
 
 # study -> (extra snakemake arguments, its aggregate folder, its figures folder). A study is listed once

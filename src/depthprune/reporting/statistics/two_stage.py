@@ -147,7 +147,8 @@ def two_stage_pooled(
     replacement and ONE document replicate b shared by the drawn seeds (the documents are shared),
     and reduces the drawn seeds' cells together. The pooled statistic is not a mean over seeds, so
     its interval is t-based on the replicates' spread: estimate ± t_{0.975, S−1} · sd · sqrt(S/(S−1))
-    (a bootstrap over S seeds estimates the seed variance with ddof 0); one seed: percentile."""
+    (a bootstrap over S seeds estimates the seed variance with ddof 0); one seed: percentile.
+    ``reduce`` takes an ``axis`` argument (np.median, np.mean)."""
     seeds = sorted(s for s in cells if np.size(cells[s][0]))
     if not seeds:
         nan = float("nan")
@@ -164,12 +165,18 @@ def two_stage_pooled(
     rng = np.random.default_rng([seed, S, 2])
     drawn = rng.integers(0, S, size=(n_resamples, S))
     document = rng.integers(0, B, size=n_resamples)
-    values = np.empty(n_resamples)
     with np.errstate(all="ignore"):
-        for b in range(n_resamples):
-            pooled = np.concatenate([reps[k][document[b]] for k in drawn[b]])
-            pooled = pooled[np.isfinite(pooled)]
-            values[b] = reduce(pooled) if pooled.size else np.nan
+        if len({r.shape[1] for r in reps}) == 1 and all(np.isfinite(r).all() for r in reps):
+            # Every seed has as many cells, all finite: the replicates' pooled cells form one
+            # (n_resamples, S·k) matrix, in the order of the loop below, reduced row by row at once.
+            pooled = np.stack(reps)[drawn, document[:, None]].reshape(n_resamples, -1)
+            values = np.asarray(reduce(pooled, axis=1), dtype=float)
+        else:
+            values = np.empty(n_resamples)
+            for b in range(n_resamples):
+                pooled = np.concatenate([reps[k][document[b]] for k in drawn[b]])
+                pooled = pooled[np.isfinite(pooled)]
+                values[b] = reduce(pooled) if pooled.size else np.nan
     finite = values[np.isfinite(values)]
     if S == 1 or finite.size < 2:
         lo, hi = interval(values, confidence)

@@ -83,18 +83,24 @@ def sign_verdict(p_claimed: float, p_other: float, alpha: float = ALPHA) -> str:
     return UNSURE
 
 
-def magnitude_test(mean: float, null: np.ndarray, claimed_sign: int, alpha: float = ALPHA) -> dict:
-    """The verdict of the mean ρ on the claimed side, its two one-sided p-values and the noise rates
-    (the shares of null draws that pass on the claimed side and on the other, each judged against
-    the same null)."""
+def magnitude_verdict(mean: float, null: np.ndarray, claimed_sign: int, alpha: float = ALPHA) -> dict:
+    """The verdict of the mean ρ on the claimed side and its two one-sided p-values."""
     above, below = side_p_values(mean, null)
-    null_above, null_below = side_p_values(null, null)
     claimed, other = (above, below) if claimed_sign > 0 else (below, above)
-    null_claimed, null_other = (null_above, null_below) if claimed_sign > 0 else (null_below, null_above)
     return {
         "p_claimed": float(claimed),
         "p_other": float(other),
         "verdict": sign_verdict(float(claimed), float(other), alpha),
+    }
+
+
+def magnitude_test(mean: float, null: np.ndarray, claimed_sign: int, alpha: float = ALPHA) -> dict:
+    """``magnitude_verdict`` and the noise rates (the shares of null draws that pass on the claimed
+    side and on the other, each judged against the same null)."""
+    null_above, null_below = side_p_values(null, null)
+    null_claimed, null_other = (null_above, null_below) if claimed_sign > 0 else (null_below, null_above)
+    return {
+        **magnitude_verdict(mean, null, claimed_sign, alpha),
         "null_pass_probability": float(np.mean(null_claimed <= alpha)),
         "null_fail_probability": float(np.mean((null_claimed > alpha) & (null_other <= alpha))),
     }
@@ -132,7 +138,9 @@ def either_rule(rho: np.ndarray, replicates_by_seed: dict, null: np.ndarray, str
     from depthprune.reporting.statistics.two_stage import two_stage_pooled
     from depthprune.reporting.verdicts.alignment import either
 
-    negative = magnitude_test(float(np.mean(rho)), null, -1)["verdict"]
+    # The verdict alone: the null's own rates (a sort and two searches of every draw) are not needed here,
+    # and either_noise_rates asks for this verdict once per null study.
+    negative = magnitude_verdict(float(np.mean(rho)), null, -1)["verdict"]
     if replicates_by_seed:
         estimate, lo, hi = two_stage_pooled(replicates_by_seed, np.median, n_resamples)
     else:
