@@ -85,8 +85,8 @@ def two_stage(
     if reps.shape[0] == 0:  # no usable replicate: the estimates alone (document variance unknown: 0)
         reps = estimates[None, :]
     tail = (1 - confidence) / 2
-    below = int(sum(np.quantile(reps[:, k], 1 - tail) < 0 for k in range(len(seeds))))
-    above = int(sum(np.quantile(reps[:, k], tail) > 0 for k in range(len(seeds))))
+    below = int((np.quantile(reps, 1 - tail, axis=0) < 0).sum())  # each seed's percentile interval
+    above = int((np.quantile(reps, tail, axis=0) > 0).sum())
     S = len(seeds)
     if reps.shape[0] > 1:
         covariance = np.atleast_2d(np.cov(reps, rowvar=False, ddof=1))
