@@ -22,7 +22,7 @@ def file_totals(junit_xml: str) -> dict[str, tuple[int, float]]:
         name = "/".join(parts[:2]) + ".py" if len(parts) >= 2 else module
         totals[name][0] += 1
         totals[name][1] += float(case.get("time", 0.0))
-    return dict(sorted(((k, (n, t)) for k, (n, t) in totals.items()), key=lambda item: -item[1][1]))
+    return {name: (n, seconds) for name, (n, seconds) in sorted(totals.items(), key=lambda item: -item[1][1])}
 
 
 def main(argv: list[str] | None = None) -> None:
