@@ -23,6 +23,20 @@ validate_config()  # the schema, with the registries' names and its defaults fil
 # against a model's n_layers, every mirror file in data_dir; one error naming the key or file.
 check_study()
 warn_environment_drift()  # installed versions other than requirements/lock.txt's: said in one line
+warn_if_running()  # another snakemake running jobs here: who, and what to do instead of --unlock
+
+
+# The running study's record (depthprune/running_study.py): written when jobs start, removed at the end.
+onstart:
+    record_running()
+
+
+onsuccess:
+    clear_running()
+
+
+onerror:
+    clear_running()
 
 
 wildcard_constraints:

@@ -98,7 +98,7 @@ def test_an_export_without_a_file_list_is_not_replaced_without_overwrite(tmp_pat
     out.mkdir()
     (out / "depthprune.json").write_text(json.dumps({"removed_layers": [3]}))
     (out / "config.json").write_text("{}")
-    with pytest.raises(ValueError, match=r"depthprune.json lists no files .*: config.json; .*--overwrite"):
+    with pytest.raises(ValueError, match=r"depthprune.json records no file contents .*: config.json; .*--overwrite"):
         check_export_target(out)
     assert check_export_target(out, overwrite=True) == out
     assert (out / "config.json").is_file()
@@ -116,7 +116,9 @@ def test_a_file_added_while_exporting_keeps_the_old_folder(tmp_path):
         owned.check_only_ours(path, "--out", "replacing")
 
     with (
-        pytest.raises(ValueError, match=r"holds files `test` did not write: notes\.txt"),
+        pytest.raises(
+            ValueError, match=r"holds files `test` did not write, or whose contents changed since: notes\.txt"
+        ),
         atomic_dir(target, replace=True, before_replace=only_ours) as tmp,
     ):
         (tmp / "weights").write_text("new")

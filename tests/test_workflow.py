@@ -319,6 +319,27 @@ def test_finished_run_has_nothing_to_do(finished):
     assert finished.calls() == []
 
 
+def test_a_second_run_is_told_which_run_works_here(finished):
+    """Issue 70: Snakemake's refusal of a second run advises --unlock. The finished run removed its
+    record; a live one's is named, in a dry run too, with what to do instead."""
+    from depthprune.running_study import RECORD
+
+    assert not (finished.workdir / RECORD).exists()  # removed when the run ended
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "snakemake", "--cores", "2"])
+    try:
+        record = {"pid": stand_in.pid, "started": "2026-12-07 10:00:00", "command": "snakemake --cores 2"}
+        (finished.workdir / RECORD).write_text(json.dumps(record))
+        proc = finished.run("-n")
+        line = f"Warning: another snakemake (PID {stand_in.pid}, started 2026-12-07 10:00:00: snakemake --cores 2)"
+        assert line in proc.stderr and "do not pass --unlock while it runs" in proc.stderr, proc.stderr
+    finally:
+        stand_in.kill()
+        stand_in.wait()
+    proc = finished.run("-n")  # the process is gone: its record is a killed run's, and says nothing
+    assert "another snakemake" not in proc.stderr
+    (finished.workdir / RECORD).unlink()
+
+
 def test_changing_one_algorithm_parameter_reruns_only_its_jobs(finished):
     output = finished.run("-n", config=("search_params={ga: {generations: 3}}",)).stdout
     jobs = planned_jobs(output)

@@ -11,10 +11,11 @@ The dtype decision is models/loading.resolve_dtype (its probes are injectable al
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import torch
+
+from depthprune.memory import cpu_total_memory
 
 CUDA_STATE_FRACTION = 0.5  # of the free memory after the model is loaded: the rest for activations
 CPU_STATE_FRACTION = 1 / 8  # of RAM
@@ -31,13 +32,6 @@ def state_device(device: torch.device, option: str = "auto") -> torch.device:
 def budget_from_free_memory(free_bytes: int) -> int:
     """The state cache's share of an accelerator's free memory."""
     return int(free_bytes * CUDA_STATE_FRACTION)
-
-
-def cpu_total_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
 
 
 def state_budget(

@@ -171,6 +171,11 @@ def selection_from_source(path: str, model: str, calibration: str, seed: int, bu
             }
         selection["source_study"] = {"aggregate": path, "row_source": row.get("source")}
         return selection
+    if Path(path).suffix.lower() != ".json":
+        raise InputError(
+            f"--from {path}: neither a selection.json nor an aggregate's {AGGREGATE_SELECTIONS}; pass one of "
+            f"those (another table of the aggregate does not hold the sets)"
+        )
     selection = read_json(path)
     if not isinstance(selection, dict) or "removed" not in selection:
         raise InputError(f"{path}: not a selection.json (no 'removed' field)")

@@ -12,7 +12,7 @@ from depthprune.evaluation_only import (
     random_set_selection,
     selection_from_source,
 )
-from depthprune.io import atomic_write_json, parse_layers
+from depthprune.io import atomic_write_json, check_inputs_outputs, parse_layers
 
 
 def register(subparsers) -> None:
@@ -49,6 +49,7 @@ def register(subparsers) -> None:
 
 
 def source_main(args: argparse.Namespace) -> int:
+    check_inputs_outputs({"--from": args.source}, {"--out": args.out})
     selection = selection_from_source(
         args.source, args.model_name, args.calibration, args.seed, args.budget, args.algorithm
     )
@@ -57,9 +58,18 @@ def source_main(args: argparse.Namespace) -> int:
 
 
 def random_sets_main(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        raise InputError(f"--count {args.count}: draw at least one set (config random_sets.count)")
     if len(args.out) != args.count:
         raise InputError(f"--out given {len(args.out)} times for --count {args.count}: one per draw")
+    check_inputs_outputs({}, {"--out": args.out})  # each draw its own file
     protected = parse_layers(args.protected)
+    outside = [block for block in protected if not 0 <= block < args.n_layers]
+    if outside:
+        raise InputError(
+            f"--protected {args.protected!r}: block(s) {', '.join(map(str, outside))} outside the model's "
+            f"{args.n_layers} blocks (0..{args.n_layers - 1}); protect blocks of this model only"
+        )
     sets = draw_random_sets(
         allowed_blocks(args.n_layers, protected), args.budget, args.count, args.draw_seed, args.seed
     )

@@ -7,11 +7,13 @@ never leaves a half-written output that Snakemake (or a user) could mistake for 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +27,8 @@ from depthprune.errors import InputError
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path}: exists and is {_kind_of(path)}, not a regular file; refusing to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_owner_tag()}.", suffix=".tmp", dir=path.parent)
@@ -111,11 +115,13 @@ class OwnedFolder:
     """A folder a command creates and may later empty or replace (a search's workdir, an export).
 
     It may hold only what that command wrote, so emptying or replacing it never loses a user's file.
-    What the command wrote: the ``marker`` file, entries whose names match ``reserved`` (files made
-    under fixed names, such as the BO study's SQLite side files) and, with ``manifest=True``, the
-    entries the marker lists (JSON, key "files"; written by :meth:`write_manifest`). Any other entry
-    is foreign: the folder is then refused with InputError naming those entries, and nothing in it
-    is deleted.
+    What the command wrote: the ``marker`` file, regular files whose names match ``reserved`` (files
+    made under fixed names, such as the BO study's SQLite side files) and, with ``manifest=True``,
+    the regular files the marker lists with the SHA-256 of their content when the command wrote them
+    (JSON, key "files": name -> digest; written by :meth:`write_manifest`). A name alone proves
+    nothing: a folder named like a reserved file, a link, or a listed file whose content is not the
+    one recorded is foreign. Any foreign entry refuses the folder with InputError naming the
+    entries, and nothing in it is deleted; emptying deletes regular files only, never a folder.
     """
 
     marker: str
@@ -124,36 +130,39 @@ class OwnedFolder:
     manifest: bool = False
 
     def is_marked(self, folder: str | os.PathLike) -> bool:
-        return (Path(folder) / self.marker).is_file()
+        return _regular_file(Path(folder) / self.marker)
 
-    def listed(self, folder: str | os.PathLike) -> set[str] | None:
-        """The entries the marker lists; None without a marker, a manifest or a "files" list."""
-        if not self.manifest:
+    def listed(self, folder: str | os.PathLike) -> dict[str, str] | None:
+        """The files the marker lists, name -> SHA-256; None without a marker, a manifest or a
+        "files" mapping of names to digests (an earlier version listed names alone)."""
+        if not self.manifest or not self.is_marked(folder):
             return None
         try:
             record = json.loads((Path(folder) / self.marker).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         files = record.get("files") if isinstance(record, dict) else None
-        if not isinstance(files, list) or not all(isinstance(name, str) for name in files):
+        if not isinstance(files, dict) or not all(
+            isinstance(name, str) and isinstance(digest, str) for name, digest in files.items()
+        ):
             return None
-        return set(files)
+        return files
 
     def foreign_entries(self, folder: str | os.PathLike) -> list[str]:
         """Names of the entries of ``folder`` the command did not write, sorted (a folder ends in /)."""
-        listed = self.listed(folder) or set()
+        listed = self.listed(folder) or {}
         return [
             entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else "")
             for entry in sorted(Path(folder).iterdir(), key=lambda p: p.name)
-            if not self._written(entry.name, listed)
+            if not self._written(entry, listed)
         ]
 
-    def _written(self, name: str, listed: set[str]) -> bool:
-        return (
-            name == self.marker
-            or name in listed
-            or (self.reserved is not None and self.reserved.fullmatch(name) is not None)
-        )
+    def _written(self, entry: Path, listed: Mapping[str, str]) -> bool:
+        if not _regular_file(entry):
+            return False
+        if entry.name == self.marker or (self.reserved is not None and self.reserved.fullmatch(entry.name)):
+            return True
+        return entry.name in listed and file_sha256(entry) == listed[entry.name]
 
     def check_only_ours(
         self,
@@ -171,34 +180,51 @@ class OwnedFolder:
         if not self.is_marked(folder):
             whose = f"it has no {self.marker} file (not created by {self.command}) and holds"
         elif self.manifest and self.listed(folder) is None:
-            whose = f"its {self.marker} lists no files (written by an earlier version), so these may not be its own:"
+            whose = (
+                f"its {self.marker} records no file contents (written by an earlier version, or not by "
+                f"{self.command}), so these may not be its own:"
+            )
         else:
-            whose = f"it holds files {self.command} did not write:"
+            changed = ", or whose contents changed since" if self.manifest else ""
+            whose = f"it holds files {self.command} did not write{changed}:"
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise InputError(f"{option} {folder}: {doing}, but {whose} {shown}; {remedy}")
 
     def write_manifest(self, folder: str | os.PathLike, record: Mapping[str, Any] | None = None) -> None:
-        """Write the marker into ``folder`` (complete: call it last), listing every entry now in it."""
+        """Write the marker into ``folder`` (complete: call it last), listing every regular file now
+        in it with the SHA-256 of its content."""
         folder = Path(folder)
-        files = sorted(entry.name for entry in folder.iterdir() if entry.name != self.marker)
+        files = {
+            entry.name: file_sha256(entry)
+            for entry in sorted(folder.iterdir(), key=lambda p: p.name)
+            if entry.name != self.marker and _regular_file(entry)
+        }
         atomic_write_json(folder / self.marker, {**(record or {}), "files": files})
 
     def empty(self, folder: str | os.PathLike, option: str, doing: str, keep: Iterable[str] = ()) -> None:
-        """Delete the command's entries of ``folder`` but ``keep`` (and the marker), after
-        :meth:`check_only_ours` found nothing else in it."""
+        """Delete the command's files in ``folder`` but ``keep`` (and the marker), after
+        :meth:`check_only_ours` found nothing else in it. Only regular files are deleted."""
         folder = Path(folder)
         if not folder.is_dir():
             return
         self.check_only_ours(folder, option, doing)
-        listed = self.listed(folder) or set()
+        listed = self.listed(folder) or {}
         for entry in folder.iterdir():
-            # judged again entry by entry: a file that appeared since the check is not ours either
-            if entry.name == self.marker or entry.name in keep or not self._written(entry.name, listed):
+            # judged again entry by entry: an entry that appeared since the check is not ours either
+            if entry.name == self.marker or entry.name in keep or not self._written(entry, listed):
                 continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+            entry.unlink(missing_ok=True)
+
+
+def _regular_file(path: Path) -> bool:
+    """A regular file itself (not a link to one, a folder, a device or a pipe)."""
+    return path.is_file() and not path.is_symlink()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's content, read in blocks (checkpoints run to gigabytes)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _apply_umask(folder: Path) -> None:
@@ -421,6 +447,13 @@ def check_inputs_outputs(
     given_inputs = list(_named_paths(inputs))
     given_outputs = list(_named_paths(outputs))
     for out_option, out_path, out_resolved in given_outputs:
+        # A file or a folder is replaced or written into; anything else (a device, a pipe) is not ours.
+        if out_resolved.exists() and not (out_resolved.is_file() or out_resolved.is_dir()):
+            raise InputError(
+                f"{out_option} {out_path}: exists and is {_kind_of(out_resolved)}, not a file or a folder; "
+                f"pass another {out_option}"
+            )
+    for out_option, out_path, out_resolved in given_outputs:
         for in_option, in_path, in_resolved in given_inputs:
             if out_resolved == in_resolved:
                 relation = "is the same path as"
@@ -448,6 +481,21 @@ def check_inputs_outputs(
                 f"{first_option} {first_path} {relation} {second_option} {second_path} ({second_resolved}): "
                 "one output would overwrite the other; give each output its own path"
             )
+
+
+def _kind_of(path: Path) -> str:
+    """What a path that is not a regular file is, for an error message."""
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
 
 
 def _named_paths(options: Mapping[str, PathArgument]) -> Iterator[tuple[str, str, Path]]:

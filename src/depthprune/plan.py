@@ -36,6 +36,7 @@ import yaml
 
 from depthprune.budgets import protected_blocks
 from depthprune.errors import InputError
+from depthprune.memory import bootstrap_bytes, check_resamples_fit
 from depthprune.models.config_files import BUNDLED_CONFIGS, model_config  # noqa: F401 (BUNDLED_CONFIGS: read by scripts/gpu_check.py as plan.BUNDLED_CONFIGS)
 from depthprune.workflow import EVALUATION_TOKENS
 
@@ -414,12 +415,41 @@ def build_plan(
         searches=not workflow.evaluation_only(config),
         random_sets=len(workflow.random_set_algorithms(config)),
     )
+    check_calibration_data(config, study.labels, data_dir)
+    # The render's bootstrap over the documents of the largest task, refused before any model is read.
+    resamples, documents = int(config["analysis"]["bootstrap_resamples"]), largest_task_documents(config)
+    check_resamples_fit(resamples, documents, option="analysis.bootstrap_resamples")
     for model in config["models"]:
         plan_model(study, model)
     plan.add("aggregate_tables", 0.0, 0.0, 0.0, gpu=False)
-    plan.add("render", 0.0, 0.0, 0.0, gpu=False)
+    plan.add("render", 0.0, bootstrap_bytes(resamples, documents), 0.0, gpu=False)
     plan.add("all", 0.0, 0.0, 0.0, gpu=False)
     return plan
+
+
+def largest_task_documents(config: Mapping) -> int:
+    """The most documents any zero-shot task of the study is scored on (its limit, else the task's size)."""
+    settings = config["evaluation"]
+    counts = json.loads(EVALUATION_TOKENS.read_text())["tasks"]
+    sizes = []
+    for task in settings["tasks"]:
+        if task in PERPLEXITY_CORPORA or task not in counts:
+            continue
+        limit = (settings.get("limit_per_task") or {}).get(task, settings.get("limit"))
+        sizes.append(min(counts[task]["docs"], limit) if limit else counts[task]["docs"])
+    return max(sizes, default=1)
+
+
+def check_calibration_data(config: Mapping, labels, data_dir) -> None:
+    """Every calibration's sample drawn from the data (sizes against the rows there) before any model
+    is read or converted: a size the data cannot give is refused first, not after minutes of work."""
+    from depthprune.calibration.setup import CalibrationSetup
+
+    seed = int(config["seeds"][0]) if config.get("seeds") else 0
+    for label in labels:
+        setup = CalibrationSetup.from_config(config, label, seed, data_dir)
+        setup.check_sizes()
+        setup.load_samples()
 
 
 def model_planning(study: StudyPlanning, model: str) -> ModelPlanning:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,9 @@ class TableSchema:
     numbers: tuple[str, ...] = ()  # numeric, a number in every row (never empty or NaN)
     optional_numbers: tuple[str, ...] = ()  # numeric where present, empty/NaN allowed
     flags: tuple[str, ...] = ()  # true/false
+    # Results hold finite numbers: ±inf is refused in every number column (a rendered table may print
+    # an infinite ratio), and a searched run (not the dense model, not a random set) has a finite loss.
+    finite: bool = False
 
 
 # --------------------------------------------------------------------------- the declarations
@@ -63,10 +67,11 @@ RUN_METRICS = TableSchema(
     numbers=("budget", "value"),
     optional_numbers=("stderr", "n"),
     flags=("headline",),
+    finite=True,
 )
 # One run's per-document scores (`depthprune evaluate --out-samples`): evaluation/run.py samples_frame.
 RUN_SAMPLES = TableSchema(
-    "samples.parquet", tuple(SAMPLES_COLUMNS), numbers=("budget", "unit", "value"), flags=("headline",)
+    "samples.parquet", tuple(SAMPLES_COLUMNS), numbers=("budget", "unit", "value"), flags=("headline",), finite=True
 )
 # What a search records about its set (selection.json -> the aggregate's selections and summary).
 SEARCH_RECORD_NUMBERS = (
@@ -94,6 +99,7 @@ AGGREGATE_SELECTIONS = TableSchema(
         "heldout_accuracy",
         "heldout_samples",
     ),
+    finite=True,
 )
 AGGREGATE_METRICS = TableSchema(
     "aggregate metrics",
@@ -101,6 +107,7 @@ AGGREGATE_METRICS = TableSchema(
     numbers=("budget", "value"),
     optional_numbers=("stderr", "n", "seed"),
     flags=("headline",),
+    finite=True,
 )
 # calibration-size reads the summary.csv alone, and only these columns (a study of some benchmarks
 # may be summarised without the others' columns); the render needs every benchmark's (below).
@@ -120,12 +127,13 @@ AGGREGATE_SUMMARY = TableSchema(
         "heldout_accuracy",
         "heldout_samples",
     ),
+    finite=True,
 )
 AGGREGATE_SUMMARY_EVERY_BENCHMARK = dataclasses.replace(
     AGGREGATE_SUMMARY, columns=(*AGGREGATE_SUMMARY.columns, *PERPLEXITY_COLUMNS, *ACCURACY_COLUMNS)
 )
 AGGREGATE_SAMPLES = TableSchema(
-    "aggregate samples", tuple(SAMPLES_COLUMNS), numbers=("budget", "unit", "value"), flags=("headline",)
+    "aggregate samples", tuple(SAMPLES_COLUMNS), numbers=("budget", "unit", "value"), flags=("headline",), finite=True
 )
 AGGREGATE_TABLE_SCHEMAS = {
     "selections": AGGREGATE_SELECTIONS,
@@ -213,27 +221,51 @@ def check_csv(path: str | Path, schema: TableSchema) -> list[dict[str, str]]:
         raise InputError(f"{path}: {schema.kind} lacks columns {', '.join(missing)}")
     for line, row in rows:
         for column in schema.numbers:
-            if not _is_number(row[column], empty=False):
-                raise InputError(f"{path}: line {line}: {column} is {row[column]!r}, not a number")
+            if not _is_number(row[column], empty=False, finite=schema.finite):
+                raise InputError(f"{path}: line {line}: {column} is {row[column]!r}, {_not_a_number(row[column])}")
         for column in (c for c in schema.optional_numbers if c in row):
-            if not _is_number(row[column], empty=True):
-                raise InputError(f"{path}: line {line}: {column} is {row[column]!r}, not a number")
+            if not _is_number(row[column], empty=True, finite=schema.finite):
+                raise InputError(f"{path}: line {line}: {column} is {row[column]!r}, {_not_a_number(row[column])}")
+        searched_row = schema.finite and "loss" in row and searched(row.get("algorithm"))
+        if searched_row and not _is_number(row["loss"], empty=False, finite=True):
+            raise InputError(f"{path}: line {line}: loss is {row['loss']!r}: {_LOSS_REQUIRED}")
         for column in schema.flags:
             if row[column].strip().lower() not in TRUE_TEXT + FALSE_TEXT:
                 raise InputError(f"{path}: line {line}: {column} is {row[column]!r}, not true/false")
     return [row for _, row in rows]
 
 
-def _is_number(text: str, empty: bool) -> bool:
-    """Whether ``text`` is a number (NaN is none; ``empty``: "" and NaN stand for "no value")."""
+def _is_number(text: str, empty: bool, finite: bool = False) -> bool:
+    """Whether ``text`` is a number (NaN is none; ``empty``: "" and NaN stand for "no value";
+    ``finite``: ±inf is none)."""
     text = text.strip()
     if text == "" or text.lower() == "nan":
         return empty
     try:
-        float(text)
+        value = float(text)
     except ValueError:
         return False
-    return True
+    return math.isfinite(value) or not finite
+
+
+def _not_a_number(text: str) -> str:
+    """What a refused cell is not: infinite values are numbers, but not the finite ones results hold."""
+    try:
+        infinite = math.isinf(float(text))
+    except ValueError:
+        infinite = False
+    return "not a finite number" if infinite else "not a number"
+
+
+_LOSS_REQUIRED = "a searched run's calibration loss must be a finite number (a failed or edited search?)"
+
+
+def searched(algorithm: Any) -> bool:
+    """Whether a run's set came from a search, which records its calibration loss (the dense model
+    and the random-set control have none)."""
+    from depthprune.evaluation_only import is_random_set
+
+    return algorithm is not None and str(algorithm) != "dense" and not is_random_set(str(algorithm))
 
 
 def read_csv(path: str | Path, schema: TableSchema, **read_options):
@@ -272,6 +304,7 @@ def read_parquet(path: str | Path, schema: TableSchema):
 def check_frame(frame, schema: TableSchema, path: Path) -> None:
     """The declared columns with numeric or boolean dtypes, and no NaN in a ``numbers`` column (an
     empty table has nothing to judge but its columns)."""
+    import numpy as np
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     missing = [c for c in schema.columns if c not in frame.columns]
@@ -287,6 +320,18 @@ def check_frame(frame, schema: TableSchema, path: Path) -> None:
         if frame[column].isna().any():
             row = int(frame[column].isna().to_numpy().nonzero()[0][0])
             raise InputError(f"{path}: row {row}: {column} is missing (NaN where a number is required)")
+    if schema.finite:
+        for column in (*schema.numbers, *(c for c in schema.optional_numbers if c in frame.columns)):
+            infinite = np.isinf(frame[column].to_numpy(dtype=float, na_value=np.nan))
+            if infinite.any():
+                row = int(infinite.nonzero()[0][0])
+                raise InputError(f"{path}: row {row}: {column} is {frame[column].iloc[row]}, not a finite number")
+        if "loss" in frame.columns and "algorithm" in frame.columns:
+            loss = frame["loss"].to_numpy(dtype=float, na_value=np.nan)
+            bad = ~np.isfinite(loss) & frame["algorithm"].map(searched).to_numpy(dtype=bool)
+            if bad.any():
+                row = int(bad.nonzero()[0][0])
+                raise InputError(f"{path}: row {row}: loss is {loss[row]}: {_LOSS_REQUIRED}")
     for column in schema.flags:
         if not is_bool_dtype(frame[column]):
             raise InputError(f"{path}: column {column} holds {frame[column].dtype} values, not true/false")
@@ -359,8 +404,12 @@ def read_selection_json(path: str | Path, required: tuple[str, ...] = SELECTION_
         raise InputError(f"{path}: selection.json 'removed' must be a list of block indices, got {removed!r}")
     for key in SELECTION_NUMBERS:
         value = data.get(key)
-        if value is not None and not _is_json_number(value):
-            raise InputError(f"{path}: selection.json {key!r} must be a number or null, got {value!r}")
+        if value is not None and not (_is_json_number(value) and math.isfinite(value)):
+            raise InputError(
+                f"{path}: selection.json {key!r} must be a finite number or null (not measured), got {value!r}"
+            )
+    if "algorithm" in required and searched(data.get("algorithm")) and data.get("loss") is None:
+        raise InputError(f"{path}: selection.json 'loss' is missing or null: {_LOSS_REQUIRED}")
     for key in ("heldout", "hyperparameters"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise InputError(f"{path}: selection.json {key!r} must be an object")
@@ -412,5 +461,5 @@ def _is_integer(value: Any) -> bool:
 
 
 def _is_json_number(value: Any) -> bool:
-    """An int or float (JSON's NaN included: Python's json writes one where a value was not finite)."""
+    """An int or float (JSON's NaN and Infinity are floats: the readers refuse them where a result must be finite)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -53,6 +53,29 @@ def warn_environment_drift():
         print(f"Warning: {message}", file=sys.stderr)
 
 
+def warn_if_running():
+    """One line when another snakemake runs jobs in this folder (depthprune/running_study.py):
+    Snakemake's own refusal advises --unlock, which lets two runs overwrite each other's jobs.
+    """
+    from depthprune import running_study
+
+    other = running_study.other_run() if workflow.is_main_process else None
+    if other is not None:
+        print(f"Warning: {running_study.running_message(other)}", file=sys.stderr)
+
+
+def record_running():
+    from depthprune import running_study
+
+    running_study.record_running()
+
+
+def clear_running():
+    from depthprune import running_study
+
+    running_study.clear_running()
+
+
 def check_config_keys():
     """A misspelt key: one line naming it and the allowed keys, not the whole schema."""
     errors = wf.config_key_errors(config, SCHEMA)

@@ -32,7 +32,7 @@ import pandas as pd
 from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS  # avg_perplexity's parts
 from depthprune.evaluation_only import is_random_set
-from depthprune.io import atomic_write_json
+from depthprune.io import atomic_write_json, read_json
 from depthprune.reporting.aggregate import (
     RUN_KEY,
     SAMPLES,
@@ -74,6 +74,12 @@ def carry_perplexity(agg: Aggregate, samples: pd.DataFrame, source_dir: str | Pa
         raise FileNotFoundError(
             f"{source_dir / f'{SAMPLES}.parquet'}: the source study's per-window scores are missing"
         )
+    if (source_dir / CARRIED_PERPLEXITY_RECORD).is_file():
+        carried_from = read_json(source_dir / CARRIED_PERPLEXITY_RECORD).get("source")
+        raise InputError(
+            f"{where}: is itself a study whose perplexities were carried (from {carried_from}), such as this "
+            "study's own aggregate; pass the aggregate of the study that scored them (source_study.aggregate)"
+        )
     source = load_aggregate(source_dir)
     source_samples = load_samples(source_dir)
 
@@ -91,10 +97,17 @@ def carry_perplexity(agg: Aggregate, samples: pd.DataFrame, source_dir: str | Pa
         raise InputError(
             f"{where}: its run {_run_text(row)} removes [{row['removed_source']}], this study's [{row['removed']}]"
         )
-    _check_dtype(agg.selections, source.selections, where)
-
     keys = runs[RUN_KEY]
     picked = source.metrics[source.metrics["benchmark"].isin(PERPLEXITY_BENCHMARKS)].merge(keys, on=RUN_KEY)
+    scored = keys.merge(picked[RUN_KEY].drop_duplicates(), on=RUN_KEY, how="left", indicator=True)
+    unscored = scored[scored["_merge"] != "both"]
+    if not unscored.empty:
+        raise InputError(
+            f"{where}: scored no perplexity for run {_run_text(unscored.iloc[0])} ({len(unscored)} runs); pass the "
+            "aggregate of the study whose sets these are (source_study.aggregate), not one that scored none"
+        )
+    _check_dtype(agg.selections.merge(keys, on=RUN_KEY), source.selections, where)  # the random sets have none
+
     picked_samples = source_samples[source_samples["benchmark"].isin(PERPLEXITY_BENCHMARKS)].merge(keys, on=RUN_KEY)
     units = {}
     for benchmark, group in picked_samples.groupby("benchmark", sort=True):
@@ -138,6 +151,14 @@ def _run_text(row) -> str:
 def _check_dtype(own: pd.DataFrame, source: pd.DataFrame, where: str) -> None:
     """The searches' recorded precision: the forward passes the perplexities come from."""
     joined = own[RUN_KEY + ["dtype"]].merge(source[RUN_KEY + ["dtype"]], on=RUN_KEY, suffixes=("", "_source"))
+    unrecorded = joined[joined["dtype"].isna() | joined["dtype_source"].isna()]
+    if not unrecorded.empty:
+        row = unrecorded.iloc[0]
+        whose = "the source's" if pd.isna(row["dtype_source"]) else "this study's"
+        raise InputError(
+            f"{where}: {whose} run {_run_text(row)} records no precision (dtype), so its perplexities cannot be "
+            "matched to this study's forward passes; re-aggregate that study with this version"
+        )
     differ = joined[joined["dtype"].astype(str) != joined["dtype_source"].astype(str)]
     if not differ.empty:
         row = differ.iloc[0]

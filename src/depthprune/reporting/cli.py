@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 from depthprune.errors import InputError
 from depthprune.paths import AGGREGATE_DIR, FIGURES_DIR, RESULTS_DIR
@@ -98,9 +99,11 @@ def add_render(subparsers) -> None:
 def add_analysis_options(parser) -> None:
     """The statistics' settings, shared by ``render`` and ``failed-search-sensitivity`` (whose
     comparison is only meaningful when both renders use the same)."""
+    from depthprune.memory import resample_count
+
     parser.add_argument(
         "--bootstrap-resamples",
-        type=int,
+        type=resample_count,
         default=10_000,
         help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
         "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
@@ -328,6 +331,10 @@ def run_results_page(args: argparse.Namespace) -> int:
     from depthprune.reporting.pages.results_page import DEFAULT_STUDIES, PAGE, write_results_page
 
     studies = tuple(args.studies or DEFAULT_STUDIES)
+    named = [os.path.normpath(study) for study in studies]
+    repeated = sorted({study for study in named if named.count(study) > 1})
+    if repeated:
+        raise InputError(f"--studies: {', '.join(repeated)} given more than once; name each study once")
     check_inputs_outputs(
         {"--repo": args.repo, "--studies": [Path(args.repo) / study for study in studies]},
         {"--out": args.out or Path(args.repo) / PAGE},

@@ -93,6 +93,11 @@ def parse_only(text: str | None) -> set[str] | None:
     if not text:
         return None
     names = {part.strip() for part in text.split(",") if part.strip()}
+    if not names:
+        raise InputError(
+            f"--only {text!r}: names no output; leave --only out to render everything, or name some of "
+            f"{', '.join(ARTIFACTS)}"
+        )
     unknown = sorted(names - set(ARTIFACTS))
     if unknown:
         raise InputError(f"--only: unknown output(s) {', '.join(unknown)}; choose from {', '.join(ARTIFACTS)}")

@@ -21,6 +21,7 @@ from depthprune.cli_common import (
     add_model_args,
     calibration_setup,
     evaluator_setup,
+    model_inputs,
     model_setup,
 )
 from depthprune.errors import InputError
@@ -78,11 +79,14 @@ def cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from depthprune.io import atomic_write_csv, atomic_write_json, package_versions
+    from depthprune.io import atomic_write_csv, atomic_write_json, check_inputs_outputs, package_versions
     from depthprune.search.cbo import ConstrainedBinaryOptimisation
     from depthprune.search.cbo_diagnostics import diagnose
     from depthprune.search.cli import parse_params
 
+    check_inputs_outputs(model_inputs(args), {"--out": args.out})
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: exists and is not a folder; pass a folder for the five outputs")
     params = ConstrainedBinaryOptimisation().resolve_params(parse_params(args.param))
     if args.random_sets < 3:
         raise InputError(f"--random-sets must be at least 3 (a Spearman ρ needs three sets), got {args.random_sets}")

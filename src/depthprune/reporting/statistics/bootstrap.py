@@ -25,6 +25,7 @@ from scipy.stats import rankdata
 
 from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
+from depthprune.memory import check_resamples_fit
 from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ def document_replicates(
         return None
     head = samples[samples["headline"].astype(bool)]
     keys = head[KEY].drop_duplicates().sort_values(KEY, kind="stable").reset_index(drop=True)
+    documents = int(head.groupby("benchmark")["unit"].nunique().max())
+    check_resamples_fit(n_resamples, documents, len(keys), option="bootstrap_resamples")
     run_index = {tuple(r): i for i, r in enumerate(keys.itertuples(index=False))}
     per_benchmark: dict[str, np.ndarray] = {}
     units = head.groupby("benchmark")["unit"].nunique().astype(int).to_dict()
