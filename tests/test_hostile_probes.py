@@ -318,5 +318,5 @@ def test_plan_checks_the_calibration_data_before_converting_a_model(tmp_path, ca
     argv += ["--base", str(REPO / "config.yaml"), "--model-cache-dir", str(tmp_path / "models")]
     argv += ["--config", calibration, f"data_dir={data_dir}"]
     assert main(argv) == 2
-    assert "n_samples=100000 exceeds the" in error_line(capsys)
+    assert "config: calibration.tlm (calibration tlm_cs170k): n_samples=100000 exceeds the" in error_line(capsys)
     assert not (tmp_path / "models").exists()

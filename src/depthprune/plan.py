@@ -448,8 +448,12 @@ def check_calibration_data(config: Mapping, labels, data_dir) -> None:
     seed = int(config["seeds"][0]) if config.get("seeds") else 0
     for label in labels:
         setup = CalibrationSetup.from_config(config, label, seed, data_dir)
-        setup.check_sizes()
-        setup.load_samples()
+        section = "calibration.tlm" if setup.is_tlm else "calibration.perplexity"
+        try:
+            setup.check_sizes()
+            setup.load_samples()
+        except InputError as err:
+            raise InputError(f"config: {section} (calibration {label}): {err}") from None
 
 
 def model_planning(study: StudyPlanning, model: str) -> ModelPlanning:
