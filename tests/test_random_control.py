@@ -57,9 +57,9 @@ def _study(search_p: float, random_p, n_docs: int, seed: int, rng_seed: int = 0)
     return pd.concat(rows, ignore_index=True), pd.DataFrame(summary)
 
 
-def _contrast(samples, summary):
+def _contrast(samples, summary, seed: int = 0):
     reps = document_replicates(samples, n_resamples=1000)
-    return random_control.random_contrast(summary, reps)
+    return random_control.random_contrast(summary, reps, seed)
 
 
 def test_searches_far_above_random_sets_are_above():
@@ -105,11 +105,25 @@ def test_noise_rates_of_the_rule_applied_are_near_nominal():
         assert rates.get(random_control.LEVEL, 0) > 0.85
 
 
+def test_each_seed_resamples_its_own_random_sets():
+    """Issue 66: every seed drew its own random sets, so each resamples them independently; the
+    documents, shared by the seeds, are resampled alike (the same bootstrap replicates)."""
+    assert not np.array_equal(random_control.set_draws(8, 500, (7, 0)), random_control.set_draws(8, 500, (7, 1)))
+    samples, summary = _study(0.56, [0.2, 0.8, 0.2, 0.8, 0.25, 0.75, 0.3, 0.7], 200, seed=0)
+    reps = document_replicates(samples, n_resamples=1000)
+    _, first = random_control.random_contrast(summary, reps, 0)
+    _, second = random_control.random_contrast(summary, reps, 1)
+    ((observed_0, replicates_0),) = first.values()
+    ((observed_1, replicates_1),) = second.values()
+    assert observed_0 == observed_1  # the same runs: the observed difference does not depend on the seed
+    assert np.corrcoef(replicates_0, replicates_1)[0, 1] < 0.9  # the random-set resample does
+
+
 def test_across_seeds_reads_every_seed():
     per_seed = {}
     for seed in (0, 1, 2):
         samples, summary = _study(0.65, [0.45] * 8, 300, seed=seed, rng_seed=seed)
-        per_seed[seed] = _contrast(samples, summary)[1]
+        per_seed[seed] = _contrast(samples, summary, seed)[1]
     table = random_control.across_seeds(per_seed)
     row = table.iloc[0]
     assert row["n_seeds"] == 3 and row["calibration"] == "tlm_cs170k"

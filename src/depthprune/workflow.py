@@ -467,6 +467,12 @@ def analysis_args(config: Mapping) -> str:
     return cli_args(section_options(config, "analysis"))
 
 
+def bootstrap_args(config: Mapping) -> str:
+    """The bootstrap options of `depthprune calibration-size` (config `analysis`, its two bootstrap keys)."""
+    analysis = section_options(config, "analysis")
+    return cli_args({key: analysis[key] for key in ("bootstrap_resamples", "bootstrap_seed") if key in analysis})
+
+
 def selection_args(selections: Iterable[str]) -> str:
     """--selection per selection.json (a pass: nothing written per set)."""
     return " ".join(f"--selection {shlex.quote(path)}" for path in selections)

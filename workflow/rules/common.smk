@@ -318,6 +318,10 @@ def analysis_args(wildcards):
     return wf.analysis_args(config)
 
 
+def bootstrap_args(wildcards):
+    return wf.bootstrap_args(config)
+
+
 def provenance_param(stage):
     """What a job's results depend on beyond its command (code and package versions, dtype, the
     data's content; wf.provenance): a `params:` value, so a change of any of them reruns the job.

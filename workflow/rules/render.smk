@@ -43,9 +43,10 @@ rule calibration_size:
     params:
         aggregate_dir=lambda wildcards, input: os.path.dirname(input.summary),
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
+        bootstrap=bootstrap_args,
     shell:
         "depthprune --log-file {log:q} calibration-size"
-        " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q}"
+        " --aggregate {params.aggregate_dir:q} --out {params.out_dir:q} {params.bootstrap}"
 
 
 # Which verdicts hinge on a failed search (docs/method.md §7, "Failed searches"): the study rendered again

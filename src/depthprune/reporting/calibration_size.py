@@ -10,19 +10,26 @@ from pathlib import Path
 from depthprune.environment import RENDER_PACKAGES, warn_drift, write_record
 from depthprune.reporting.aggregate import calibration_kind, load_samples
 from depthprune.reporting.figures.calibration_size import draw
+from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES
 from depthprune.reporting.statistics.calibration_size import add_bootstrap_intervals, calibration_size_table
 from depthprune.reporting.tables.calibration_size import report_table
 from depthprune.reporting.tables.table_format import write_table
 from depthprune.results_schema import AGGREGATE_SUMMARY, read_csv
 
 
-def render_calibration_size(aggregate_dir: str | Path, out_dir: str | Path) -> list[Path]:
-    """Figure and table of the calibration-size study from ``aggregate_dir/summary.csv``."""
+def render_calibration_size(
+    aggregate_dir: str | Path,
+    out_dir: str | Path,
+    bootstrap_resamples: int = DEFAULT_RESAMPLES,
+    bootstrap_seed: int = 0,
+) -> list[Path]:
+    """Figure and table of the calibration-size study from ``aggregate_dir/summary.csv``; its intervals
+    from ``bootstrap_resamples`` paired resamples seeded with ``bootstrap_seed`` (config ``analysis``)."""
     warn_drift(RENDER_PACKAGES, "its figure and table")
     summary = read_csv(Path(aggregate_dir) / "summary.csv", AGGREGATE_SUMMARY)  # checked, twin included
     table = calibration_size_table(summary)
     samples = load_samples(aggregate_dir)
-    table = add_bootstrap_intervals(table, samples)
+    table = add_bootstrap_intervals(table, samples, bootstrap_resamples, bootstrap_seed)
     dense = summary[summary["calibration"].map(calibration_kind) == "none"]
     out = Path(out_dir)
     written = draw(table, dense, out)

@@ -99,16 +99,7 @@ def add_render(subparsers) -> None:
 def add_analysis_options(parser) -> None:
     """The statistics' settings, shared by ``render`` and ``failed-search-sensitivity`` (whose
     comparison is only meaningful when both renders use the same)."""
-    from depthprune.memory import resample_count
-
-    parser.add_argument(
-        "--bootstrap-resamples",
-        type=resample_count,
-        default=10_000,
-        help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
-        "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
-    )
-    parser.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")
+    add_bootstrap_options(parser)
     parser.add_argument(
         "--comparable-band",
         type=float,
@@ -125,6 +116,20 @@ def add_analysis_options(parser) -> None:
         metavar="N",
         help="seeds the study plans: rendered with fewer complete, the cross-seed tables say partial (§10)",
     )
+
+
+def add_bootstrap_options(parser) -> None:
+    """The bootstrap's size and seed (config ``analysis``): every interval a command draws uses them."""
+    from depthprune.memory import resample_count
+
+    parser.add_argument(
+        "--bootstrap-resamples",
+        type=resample_count,
+        default=10_000,
+        help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
+        "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
+    )
+    parser.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")
 
 
 def add_failed_search_sensitivity(subparsers) -> None:
@@ -157,6 +162,7 @@ def add_calibration_size(subparsers) -> None:
     )
     size.add_argument("--aggregate", default=AGGREGATE_DIR, help="aggregate folder (default: %(default)s)")
     size.add_argument("--out", default=FIGURES_DIR, help="output folder (default: %(default)s)")
+    add_bootstrap_options(size)
     size.set_defaults(func=run_calibration_size)
 
 
@@ -319,7 +325,7 @@ def run_calibration_size(args: argparse.Namespace) -> int:
 
     # Figures and tables are files written beside, never over, the aggregate's: --out may be a sub-folder.
     check_inputs_outputs({"--aggregate": args.aggregate}, {"--out": args.out}, outputs_may_lie_inside=["--aggregate"])
-    written = render_calibration_size(args.aggregate, args.out)
+    written = render_calibration_size(args.aggregate, args.out, args.bootstrap_resamples, args.bootstrap_seed)
     print(f"calibration-size: {len(written)} files -> {args.out}")
     return 0
 

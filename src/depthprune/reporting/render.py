@@ -359,7 +359,7 @@ def compare_random_sets(job: RenderJob) -> None:
     tables, per_seed, null_cells, n_searches = [], {}, {}, {}
     for seed in job.seeds:
         summary = for_seed(job.agg.summary, seed)
-        table, per_seed[seed] = random_control.random_contrast(summary, job.seed_replicates(seed))
+        table, per_seed[seed] = random_control.random_contrast(summary, job.seed_replicates(seed), seed)
         tables.append(table.assign(seed=seed))
         for key, (runs, random_runs) in random_control.cell_runs(summary).items():
             null_cells.setdefault(key, {})[seed] = random_control.null_cell(job.seed_samples(seed), runs, random_runs)
@@ -434,6 +434,7 @@ def judge_across_seeds(job: RenderJob) -> None:
         tables["sets"],
         verdicts,
         job.strong_rho,
+        n_resamples=job.bootstrap_resamples,  # the pooled intervals' resamples, as every other interval's
         noise=tables["noise"],
         extra_rows=tables["extra_rows"],
         informative=tables["informative"],

@@ -62,7 +62,9 @@ def side(lo: float, hi: float) -> str:
 
 
 def set_draws(n_sets: int, n_resamples: int, seed: tuple[int, ...] = ()) -> np.ndarray:
-    """(B, K) indices: each replicate's K of the K random sets, drawn with replacement."""
+    """(B, K) indices: each replicate's K of the K random sets, drawn with replacement. ``seed`` holds
+    the study seed: every seed drew its own random sets, so each resamples them independently (the
+    documents, shared by the seeds, are resampled alike in every seed)."""
     rng = np.random.default_rng([SET_RESAMPLE_SEED, n_sets, n_resamples, *seed])
     return rng.integers(0, n_sets, size=(n_resamples, n_sets))
 
@@ -85,16 +87,18 @@ def cell_runs(summary: pd.DataFrame) -> dict[tuple, tuple[pd.DataFrame, pd.DataF
     return cells
 
 
-def random_contrast(summary: pd.DataFrame, reps) -> tuple[pd.DataFrame, dict[tuple, tuple[float, np.ndarray]]]:
-    """One seed's table (the mean of the searches, then each search, against the random sets' mean)
-    and, per (model, M, calibration), the mean's (observed, replicates) for ``across_seeds``."""
+def random_contrast(
+    summary: pd.DataFrame, reps, seed: int
+) -> tuple[pd.DataFrame, dict[tuple, tuple[float, np.ndarray]]]:
+    """Seed ``seed``'s table (the mean of the searches, then each search, against the random sets'
+    mean) and, per (model, M, calibration), the mean's (observed, replicates) for ``across_seeds``."""
     rows, for_seeds = [], {}
     for (model, budget, calibration), (runs, random_runs) in cell_runs(summary).items():
         acc_searches = runs["avg_accuracy"].to_numpy(float)
         acc_random = float(random_runs["avg_accuracy"].to_numpy(float).mean())
         rep_searches = reps.aligned(runs[KEY], "avg_accuracy")
         rep_random = reps.aligned(random_runs[KEY], "avg_accuracy")
-        draws = set_draws(len(random_runs), rep_random.shape[0], (int(budget),))
+        draws = set_draws(len(random_runs), rep_random.shape[0], (int(budget), int(seed)))
         comparisons = [(SEARCH_MEAN, acc_searches.mean(), rep_searches)]
         comparisons += [(a, acc_searches[j], rep_searches[:, [j]]) for j, a in enumerate(runs["algorithm"])]
         for name, observed, replicates in comparisons:
@@ -157,10 +161,11 @@ def null_cell(samples: pd.DataFrame, runs: pd.DataFrame, random_runs: pd.DataFra
     return unit_scores(samples, both, [b for b in ZERO_SHOT_BENCHMARKS if b in present])
 
 
-def _decide_one(n_searches: int, observed: np.ndarray, replicates: np.ndarray) -> tuple[float, np.ndarray]:
-    """(observed difference, replicates) of one null cell: columns [searches | random sets]."""
+def _decide_one(n_searches: int, observed: np.ndarray, replicates: np.ndarray, seed: int) -> tuple[float, np.ndarray]:
+    """(observed difference, replicates) of one null cell of seed ``seed``: columns [searches | random
+    sets], the random sets resampled as the rule resamples them (``set_draws``: per seed)."""
     n_random = observed.shape[1] - n_searches
-    draws = set_draws(n_random, replicates.shape[0], (n_searches,))
+    draws = set_draws(n_random, replicates.shape[0], (n_searches, int(seed)))
     diff = observed[0, :n_searches].mean() - observed[0, n_searches:].mean()
     return float(diff), difference_replicates(replicates[:, :n_searches], replicates[:, n_searches:], draws)
 
@@ -177,7 +182,7 @@ def noise_rates(cells_by_seed: Mapping[int, object], n_searches: int, n_null: in
     kwargs = {} if n_null is None else {"n_null": n_null}
 
     def decide(observed: dict, replicates: dict) -> str:
-        per_seed = {s: _decide_one(n_searches, observed[s][0], replicates[s][0]) for s in seeds}
+        per_seed = {s: _decide_one(n_searches, observed[s][0], replicates[s][0], s) for s in seeds}
         if len(seeds) == 1:
             return side(*interval(per_seed[seeds[0]][1]))
         result = two_stage({s: v[0] for s, v in per_seed.items()}, {s: v[1] for s, v in per_seed.items()})
