@@ -12,7 +12,7 @@ from scipy.stats import t as student_t
 
 from depthprune.reporting.statistics.noise_null import UnitScores, across_seeds_verdict_rates
 from depthprune.reporting.statistics.nulls import within_across_permutation, within_minus_across
-from depthprune.reporting.statistics.two_stage import SEEDS_COLUMNS, two_stage_pooled
+from depthprune.reporting.statistics.two_stage import GAP, SEEDS_COLUMNS, two_stage_pooled
 from depthprune.reporting.verdicts.across_seeds import (
     EITHER_CLAIM,
     RHO_CELL_COLUMNS,
@@ -385,13 +385,13 @@ def test_across_seeds_noise_rates_are_those_of_the_across_seeds_rule(monkeypatch
 
     monkeypatch.setattr(across_seeds, "noise_pass_fail", single_seed)
     monkeypatch.setattr(across_seeds, "across_seeds_verdict_rates", multi_seed)
-    monkeypatch.setattr(across_seeds, "cell_grids", lambda summary, response, reps: [{"model": "m"}])
+    monkeypatch.setattr(across_seeds, "cell_grids", lambda summary, response, reps: [{"model": "m", "budget": 7}])
     monkeypatch.setattr(across_seeds, "noise_cells", lambda samples, grids, kind, tasks=None: ["cell"])
     monkeypatch.setattr(across_seeds, "rho_cells", lambda summaries, reps: EMPTY_RHO)
     noise = across_seeds_noise({0: None, 1: None}, {0: "r", 1: "r"}, {0: "s", 1: "s"}, 2.0)
     ratio = "accuracy shift ratio calibration / algorithm, max over cells"
     assert noise[ratio] == {"0": (1.0, 0.0), "1": (1.0, 0.0), "two-stage": (0.0, 1.0)}
-    assert calls == [[0, 1], [0, 1]]  # accuracy, then perplexity: every seed in one null study
+    assert calls == [[0, 1], [0, 1], [0, 1]]  # accuracy ratio, gap, perplexity: every seed in one null study
 
 
 def test_every_accuracy_row_gets_an_informative_twin_and_a_changed_verdict_is_marked():
@@ -436,3 +436,61 @@ def test_the_markdown_table_leaves_empty_cells_empty():
     claims = decision_table(accuracy_ratio_rows({}, {}), cells, EMPTY_SETS, None, 0.5)
     text = decision_markdown(claims, 2)
     assert "nan" not in text and "part 'weak'" in text
+
+
+def _calibrated_study(p_ppl: float, p_tlm: float, seed: int, n_docs: int = 120):
+    """One seed's summary and per-document samples: three paper searches under both paper
+    calibrations at accuracies ``p_ppl`` / ``p_tlm`` on three tasks (0/1 per document)."""
+    rng = np.random.default_rng(seed)
+    rows, summary = [], []
+    for calibration, p in (("ppl_c4", p_ppl), ("tlm_cs170k", p_tlm)):
+        for j, algorithm in enumerate(("one_shot", "greedy", "beam")):
+            removed = f"{j} {j + 10} {calibration}"
+            accuracies = []
+            for task in ("hellaswag", "arc_easy", "piqa"):
+                correct = (rng.random(n_docs) < p).astype(float)
+                accuracies.append(correct.mean())
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "model": "m", "calibration": calibration, "budget": 7, "algorithm": algorithm,
+                            "removed": removed, "benchmark": task, "unit": np.arange(n_docs), "metric": "acc_norm",
+                            "value": correct, "headline": True, "seed": seed,
+                        }
+                    )
+                )  # fmt: skip
+            summary.append(
+                {
+                    "model": "m", "calibration": calibration, "budget": 7, "algorithm": algorithm, "removed": removed,
+                    "seed": seed, "avg_accuracy": float(np.mean(accuracies)),
+                }
+            )  # fmt: skip
+    return pd.DataFrame(summary), pd.concat(rows, ignore_index=True)
+
+
+def test_the_gap_rows_carry_the_rate_at_which_noise_excludes_zero():
+    """Issue 66: the TLM − perplexity gap rows had no noise rate though §11 judges the gap with one.
+    With no calibration effect the two one-sided rates are small; with a large one the observed
+    direction's row gets the rate of that side."""
+    from depthprune.reporting.verdicts.across_seeds import gap_noise_rates
+
+    study = {s: _calibrated_study(0.5, 0.5, s) for s in (0, 1, 2)}
+    rates = gap_noise_rates({s: v[0] for s, v in study.items()}, {s: v[1] for s, v in study.items()})
+    assert set(rates) == {("m", 7)}
+    lower, higher = rates[("m", 7)]
+    assert 0 <= lower < 0.1 and 0 <= higher < 0.1
+    two_stage = pd.DataFrame(
+        [
+            {
+                "model": "m", "budget": 7, "statistic": GAP, "condition": "", "n_seeds": 3, "seed": "two-stage",
+                "estimate": -5.0, "ci_low": -8.0, "ci_high": -2.0, "document_variance": 1.0, "seed_variance": 1.0,
+                "direction": "lower", "verdict": "holds",
+            }
+        ]
+    )  # fmt: skip
+    claims = decision_table(two_stage, EMPTY_RHO, EMPTY_SETS, None, 0.5, noise={GAP: {("m", 7): (0.004, 0.007)}})
+    gap = claims[claims["statistic"] == f"m M=7: {GAP}"].iloc[0]
+    assert (gap["null_pass_probability"], gap["null_fail_probability"]) == (0.004, 0.007)
+    assert gap["verdict"] == "holds" and "noise" in gap["rule"]
+    noisy = decision_table(two_stage, EMPTY_RHO, EMPTY_SETS, None, 0.5, noise={GAP: {("m", 7): (0.3, 0.3)}})
+    assert noisy[noisy["statistic"] == f"m M=7: {GAP}"].iloc[0]["verdict"] == "uninformative"

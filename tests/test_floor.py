@@ -70,3 +70,21 @@ def test_counts_per_configuration_count_the_dense_model_once():
     assert (counts.loc["none", "runs"], counts.loc["none", "above"]) == (1, 1)
     assert (counts.loc["ppl_c4", "runs"], counts.loc["ppl_c4", "above"]) == (2, 1)
     assert "| m | ppl_c4 | 7 | 1 of 2 |" in floor_markdown(floor_tests(pd.DataFrame(rows)))
+
+
+def test_the_render_tests_every_run_of_every_seed(tmp_path):
+    """Issue 66: floor_tests.csv held the first seed's runs only, while §7 tests each run."""
+    from pathlib import Path
+
+    from depthprune.evaluation.benchmarks import ZERO_SHOT_BENCHMARKS
+    from depthprune.reporting.aggregate import KEY
+    from depthprune.reporting.render import render
+
+    aggregate = Path(__file__).resolve().parents[1] / "results" / "calibration_size" / "aggregate"
+    render(aggregate, tmp_path, only={"analyses"}, bootstrap_resamples=200)
+    tested = pd.read_csv(tmp_path / "tables" / "floor_tests.csv")
+    samples = pd.read_parquet(aggregate / "samples.parquet")
+    runs = samples[samples["headline"].astype(bool) & samples["benchmark"].isin(ZERO_SHOT_BENCHMARKS)]
+    expected = runs[KEY].drop_duplicates()
+    assert sorted(tested["seed"].unique()) == sorted(samples["seed"].unique()) and len(samples["seed"].unique()) > 1
+    assert len(tested[KEY].drop_duplicates()) == len(expected)

@@ -324,7 +324,7 @@ def paper_analyses(job: RenderJob) -> None:
             ),
             "loss_accuracy_informative": loss_accuracy_table(job.informative_base, job.informative_reps),
             "evaluation_size": evaluation_size(job.contrast, evaluation_limit(reps)),
-            "floor_tests": floor_tests(job.samples),
+            "floor_tests": floor_tests(job.all_samples),  # every run of every seed (§7; issue 66)
         }
     )
 
@@ -404,7 +404,7 @@ def judge_observations(job: RenderJob) -> None:
         + "\n"
         + loss_accuracy_markdown(job.loss_accuracy)
         + evaluation_size_markdown(evaluation_size(job.contrast, evaluation_limit(job.reps)))
-        + floor_markdown(floor_tests(job.samples))
+        + floor_markdown(floor_tests(job.all_samples))
         + job.random_control_text
     )
 

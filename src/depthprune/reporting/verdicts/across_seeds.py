@@ -209,6 +209,9 @@ def across_seeds_noise(
     accuracy = accuracy_ratio_rates(summaries, reps, samples, band, tasks)
     if accuracy is not None:
         out[ACCURACY_RATIO] = accuracy
+    gap = gap_noise_rates(summaries, samples, tasks)
+    if gap is not None:
+        out[GAP] = gap
     perplexity = perplexity_claim_rates(summaries, reps, samples, band) if with_perplexity else None
     if perplexity is not None:
         out[PERPLEXITY_CLAIM] = perplexity
@@ -218,6 +221,44 @@ def across_seeds_noise(
         # Stored with the threshold it was simulated for: a table with another strong_rho leaves it out.
         out[EITHER_CLAIM] = (strong_rho, *either_noise_rates(ppl_cells, summaries, samples, strong_rho, tasks))
     return out
+
+
+def gap_noise_rates(summaries, samples, tasks: dict | None = None) -> dict | None:
+    """Per (model, M): the shares of null studies of the whole study whose two-stage gap interval
+    (TLM − perplexity, mean of the algorithms) excludes 0 below and above (``difference_verdict``'s
+    directions "lower", "higher"); every cell's documents permuted among its runs in every seed, the
+    seeds sharing their document resamples (``across_seeds_verdict_rates``). None with one seed or
+    without every seed's per-document accuracies. (Issue 66: the gap rows carried no noise rate.)"""
+    seeds = sorted(summaries)
+    grids = {s: cell_grids(summaries[s], "avg_accuracy_points", None) for s in seeds}
+    if len(seeds) < 2 or not all(grids.values()):
+        return None
+    cells = {s: noise_cells(samples[s], grids[s], "accuracy", tasks) for s in seeds}
+    if not all(c is not None for c in cells.values()):
+        return None
+    transform = noise_transform("accuracy")
+    tlm = next(k for k, c in enumerate(PAPER_CALIBRATIONS) if c.startswith("tlm"))
+    ppl = 1 - tlm
+    keys = [(g["model"], int(g["budget"])) for g in grids[seeds[0]]]
+
+    def gap_directions(observed, replicates):
+        per_seed = {}
+        for s in observed:
+            for g in regrid(grids[s], observed[s], replicates[s], transform):
+                obs, rep = g["observed"], g["replicates"]
+                gap = (obs[..., tlm] - obs[..., ppl]).mean(axis=1)[0], (rep[..., tlm] - rep[..., ppl]).mean(axis=1)
+                per_seed.setdefault((g["model"], int(g["budget"])), {})[s] = gap
+        directions = []
+        for key in keys:
+            result = two_stage({s: v[0] for s, v in per_seed[key].items()}, {s: v[1] for s, v in per_seed[key].items()})
+            directions.append(difference_verdict(result.ci_low, result.ci_high)["direction"])
+        return tuple(directions)
+
+    found = across_seeds_verdict_rates(cells, gap_directions, "accuracy")
+    return {
+        key: tuple(sum(rate for verdict, rate in found.items() if verdict[i] == side) for side in ("lower", "higher"))
+        for i, key in enumerate(keys)
+    }
 
 
 def accuracy_ratio_rates(summaries, reps, samples, band: float, tasks: dict | None = None) -> dict | None:
@@ -545,6 +586,14 @@ def gap_rows(inputs: ClaimsInputs) -> list[dict]:
     for r in pooled[pooled["statistic"] == GAP].itertuples(index=False):
         row = statistic_row(inputs, "gap", r, f"{r.model} M={r.budget}: {GAP}")
         row["rule"] = "two-stage interval excludes 0 (direction: " + (r.direction or "none") + ")"
+        rates = inputs.noise.get(GAP, {}).get((r.model, int(r.budget)))
+        if rates is not None:
+            # noise: the share of null studies excluding 0 on the observed side (pass) and on the other (fail)
+            lower, higher = rates
+            null_pass, null_fail = (higher, lower) if r.direction == "higher" else (lower, higher)
+            row["null_pass_probability"], row["null_fail_probability"] = null_pass, null_fail
+            row["verdict"] = uninformative_under_noise(row["verdict"], null_pass, null_fail)
+            row["rule"] += "; noise: null studies excluding 0 on this side / the other"
         rows.append(row)
     return rows
 
