@@ -9,10 +9,13 @@ import os
 
 from depthprune.errors import InputError
 
+# 10,000 resamples: the Monte-Carlo standard error of a 2.5 % percentile end is then about
+# sqrt(0.025 · 0.975 / 10,000) = 0.16 % in quantile level (docs/method.md §7, "Monte-Carlo error").
+# Here, not in reporting/statistics/bootstrap.py, so that argparse and the config check read it too.
+DEFAULT_RESAMPLES = 10_000
 # Peak bytes per resample and document of one benchmark's bootstrap weights (reporting/statistics/
 # bootstrap.py ``_weights``: the int64 draws, their flat indices, the counts and the float copy at once).
 BYTES_PER_DRAW = 32
-DEFAULT_RESAMPLES_TEXT = "10000, the default, keeps interval ends stable to the seed"
 
 
 def cpu_total_memory() -> int:
@@ -45,7 +48,7 @@ def check_resamples_fit(
             f"{n_documents:,} documents x {BYTES_PER_DRAW} bytes"
             + (f", plus the replicates of {n_runs} runs" if n_runs else "")
             + f"), this machine has {total / 2**30:,.1f} GiB; use at most {max(1, n_resamples * total // needed):,} "
-            f"({DEFAULT_RESAMPLES_TEXT})"
+            f"({DEFAULT_RESAMPLES}, the default, keeps interval ends stable to the seed)"
         )
 
 

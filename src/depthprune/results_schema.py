@@ -38,6 +38,7 @@ from depthprune.evaluation.benchmarks import ACCURACY_COLUMNS, METRICS_COLUMNS, 
 from depthprune.io import read_json
 
 RUN_KEY_COLUMNS = ("model", "calibration", "budget", "algorithm")
+DENSE_ALGORITHM = "dense"  # the unpruned model's run label (reporting/aggregate.py writes its rows)
 # What a true/false column may hold in a CSV ("" is false: metrics.csv files written before the
 # headline column was always filled).
 TRUE_TEXT = ("true", "1", "yes")
@@ -265,7 +266,7 @@ def searched(algorithm: Any) -> bool:
     and the random-set control have none)."""
     from depthprune.evaluation_only import is_random_set
 
-    return algorithm is not None and str(algorithm) != "dense" and not is_random_set(str(algorithm))
+    return algorithm is not None and str(algorithm) != DENSE_ALGORITHM and not is_random_set(str(algorithm))
 
 
 def read_csv(path: str | Path, schema: TableSchema, **read_options):

@@ -28,7 +28,7 @@ from depthprune.calibration.specs import calibration_spec, cross_control
 from depthprune.calibration.variants import CalibrationVariant, parse_label, study_variants
 from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import CORPUS_PERPLEXITIES, LM_EVAL_TASKS
-from depthprune.memory import check_resamples_fit
+from depthprune.memory import DEFAULT_RESAMPLES, check_resamples_fit
 from depthprune.models.config_files import BUNDLED_CONFIGS
 from depthprune.paths import run_parts
 
@@ -696,7 +696,7 @@ def check_study(config: Mapping) -> None:
     check_evaluation_only_study(config)  # source_study, random_sets, limit_per_task (issue 58)
     check_mirror(config)
     try:  # the render's bootstrap: a size no machine of this kind can hold, refused before any job
-        resamples = (config.get("analysis") or {}).get("bootstrap_resamples", 10_000)
+        resamples = (config.get("analysis") or {}).get("bootstrap_resamples", DEFAULT_RESAMPLES)
         check_resamples_fit(int(resamples), option="analysis.bootstrap_resamples")
     except InputError as err:
         raise ConfigError(f"config: {err}") from None

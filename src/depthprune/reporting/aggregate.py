@@ -42,6 +42,7 @@ from depthprune.paths import search_file_globs
 from depthprune.reporting.provenance import RAW_EVALUATION, check_provenance
 from depthprune.results_schema import (
     AGGREGATE_TABLE_SCHEMAS,
+    DENSE_ALGORITHM,
     RUN_KEY_COLUMNS,
     RUN_METRICS,
     RUN_SAMPLES,
@@ -81,7 +82,6 @@ SAMPLES = "samples"  # per-document scores (Parquet only), read by the bootstrap
 # counts) compare equal: 0.45 and 0.44999999999999996 must tie in ranks, ρ and bold cells.
 TIE_DECIMALS = 9
 DENSE_CALIBRATION = "none"
-DENSE_ALGORITHM = "dense"
 
 
 def calibration_kind(calibration: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from depthprune.environment import RENDER_PACKAGES, warn_drift, write_record
 from depthprune.reporting.aggregate import calibration_kind, load_samples
 from depthprune.reporting.figures.calibration_size import draw
-from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES
+from depthprune.reporting.statistics.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from depthprune.reporting.statistics.calibration_size import add_bootstrap_intervals, calibration_size_table
 from depthprune.reporting.tables.calibration_size import report_table
 from depthprune.reporting.tables.table_format import write_table
@@ -21,7 +21,7 @@ def render_calibration_size(
     aggregate_dir: str | Path,
     out_dir: str | Path,
     bootstrap_resamples: int = DEFAULT_RESAMPLES,
-    bootstrap_seed: int = 0,
+    bootstrap_seed: int = DEFAULT_SEED,
 ) -> list[Path]:
     """Figure and table of the calibration-size study from ``aggregate_dir/summary.csv``; its intervals
     from ``bootstrap_resamples`` paired resamples seeded with ``bootstrap_seed`` (config ``analysis``)."""

@@ -120,13 +120,13 @@ def add_analysis_options(parser) -> None:
 
 def add_bootstrap_options(parser) -> None:
     """The bootstrap's size and seed (config ``analysis``): every interval a command draws uses them."""
-    from depthprune.memory import resample_count
+    from depthprune.memory import DEFAULT_RESAMPLES, resample_count
 
     parser.add_argument(
         "--bootstrap-resamples",
         type=resample_count,
-        default=10_000,
-        help="paired document-bootstrap resamples for the 95%% intervals (default 10000: interval ends "
+        default=DEFAULT_RESAMPLES,
+        help="paired document-bootstrap resamples for the 95%% intervals (default %(default)s: interval ends "
         "stable to the seed; verdicts within Monte-Carlo error of a boundary are inconclusive)",
     )
     parser.add_argument("--bootstrap-seed", type=seed_option, default=0, help="seed of the bootstrap (default 0)")

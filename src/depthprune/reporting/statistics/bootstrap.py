@@ -25,14 +25,11 @@ from scipy.stats import rankdata
 
 from depthprune.errors import InputError
 from depthprune.evaluation.benchmarks import PERPLEXITY_BENCHMARKS, ZERO_SHOT_BENCHMARKS
-from depthprune.memory import check_resamples_fit
+from depthprune.memory import DEFAULT_RESAMPLES, check_resamples_fit
 from depthprune.reporting.aggregate import KEY, TIE_DECIMALS
 
 log = logging.getLogger(__name__)
 
-# 10,000 resamples: the Monte-Carlo standard error of a 2.5 % percentile end is then about
-# sqrt(0.025 · 0.975 / 10,000) = 0.16 % in quantile level (docs/method.md §7, "Monte-Carlo error").
-DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 # An interval end closer to a decision boundary than MC_GUARD Monte-Carlo standard errors (or equal to

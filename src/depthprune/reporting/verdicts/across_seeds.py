@@ -36,6 +36,7 @@ import pandas as pd
 
 from depthprune.errors import InputError
 from depthprune.io import parse_layers
+from depthprune.memory import DEFAULT_RESAMPLES
 from depthprune.reporting.analysis.agreement import jaccard
 from depthprune.reporting.statistics.distinct import distinct_sets, distinct_spearman_table
 from depthprune.reporting.statistics.noise_null import UNINFORMATIVE_LEVEL, across_seeds_verdict_rates
@@ -533,7 +534,7 @@ class ClaimsInputs:
     sets: pd.DataFrame
     per_seed_verdicts: pd.DataFrame | None = None
     strong_rho: float = 0.5
-    n_resamples: int = 10_000
+    n_resamples: int = DEFAULT_RESAMPLES
     noise: Mapping = field(default_factory=dict)
 
     @property
@@ -856,7 +857,7 @@ def decision_table(
     sets: pd.DataFrame,
     per_seed_verdicts: pd.DataFrame | None,
     strong_rho: float,
-    n_resamples: int = 10_000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     noise: Mapping | None = None,
     extra_rows: Sequence[dict] = (),
     informative: Mapping | None = None,
