@@ -494,3 +494,46 @@ def test_the_gap_rows_carry_the_rate_at_which_noise_excludes_zero():
     assert gap["verdict"] == "holds" and "noise" in gap["rule"]
     noisy = decision_table(two_stage, EMPTY_RHO, EMPTY_SETS, None, 0.5, noise={GAP: {("m", 7): (0.3, 0.3)}})
     assert noisy[noisy["statistic"] == f"m M=7: {GAP}"].iloc[0]["verdict"] == "uninformative"
+
+
+def tlm_cells(rhos: dict[tuple[int, int], float]) -> pd.DataFrame:
+    """ρ cells under TLM pruning (``ppl_cells`` relabelled)."""
+    cells = ppl_cells(rhos)
+    return cells.assign(calibration="tlm_cs170k", kind="tlm")
+
+
+def test_a_claim_with_a_part_that_does_not_hold_does_not_hold():
+    """§5.3 is a conjunction (TLM's ρ > 0 *but* perplexity pruning's negative or weak): when TLM's
+    part does not hold at its noise level and the other part holds, the claim does not hold, and its
+    rule names the failing part with the rate at which noise alone fails it (issue 66, item 8)."""
+    ppl = ppl_cells({(s, b): -0.2 for s in range(4) for b in (7, 9)})
+    tlm = tlm_cells({(s, b): -1.0 for s in range(4) for b in (7, 9)})
+    # three distinct sets per cell: the accuracies reverse the perplexities, so ρ = −1 in every cell
+    rho = pd.concat([ppl, tlm], ignore_index=True)
+    claims = decision_table(accuracy_ratio_rows({}, {}), rho, EMPTY_SETS, None, 0.5)
+    tlm_row = claims[claims["statistic"] == "TLM pruning: mean ρ over (M, seed) cells (claim: > 0)"].iloc[0]
+    assert tlm_row["verdict"] == "does not hold"
+    either_row = claims[claims["statistic"].str.startswith(EITHER_CLAIM)].iloc[0]
+    assert either_row["verdict"] == "holds"
+    claim = claims[(claims["statistic"] == "claim") & (claims["claim"] == "5.3")].iloc[0]
+    assert claim["verdict"] == "does not hold"
+    assert "does not hold: TLM pruning: mean ρ" in claim["rule"] and "noise fails it" in claim["rule"]
+
+
+def test_conjunction_and_unanimous_differ_only_where_a_part_fails():
+    """A claim's parts combine as a conjunction (any part that does not hold refutes it); a claim's
+    replicates (its verdict per seed) as unanimity (disagreeing seeds leave it inconclusive)."""
+    from depthprune.reporting.verdicts.rules import conjunction, unanimous
+
+    assert conjunction(["holds", "does not hold"]) == "does not hold"
+    assert unanimous(["holds", "does not hold"]) == "inconclusive"
+    assert conjunction(["inconclusive", "does not hold", "uninformative"]) == "does not hold"
+    for verdicts, expected in (
+        (["holds", "holds"], "holds"),
+        (["does not hold", "does not hold"], "does not hold"),
+        (["holds", "uninformative"], "uninformative"),
+        (["holds", "inconclusive"], "inconclusive"),
+        (["uninformative", "inconclusive"], "inconclusive"),
+        (["descriptive"], "not testable"),
+    ):
+        assert conjunction(verdicts) == unanimous(verdicts) == expected

@@ -79,8 +79,9 @@ from depthprune.reporting.verdicts.rules import (
     FAILS,
     HOLDS,
     NOT_TESTABLE,
+    UNINFORMATIVE,
     UNSURE,
-    combine,
+    conjunction,
     uninformative_under_noise,
     within_band,
 )
@@ -810,13 +811,13 @@ def sets_rows(inputs: ClaimsInputs) -> list[dict]:
 
 
 def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
-    """One row per claim: the cross-seed verdict (``combine`` over the rows that enter it) beside
-    each seed's own verdict of the claim."""
+    """One row per claim: the cross-seed verdict (``conjunction`` of the rows that enter it, its
+    ``rule`` naming the parts that decide it) beside each seed's own verdict of the claim."""
     out = []
     for claim in ("5.1", "5.2", "5.3"):
         entering = [row for row in rows if row["claim"] == claim and row.get(ENTERS_CLAIM)]
-        verdict = combine([row["verdict"] for row in entering])
-        twin_verdict = combine([row.get(TWIN, row["verdict"]) for row in entering])
+        verdict = conjunction([row["verdict"] for row in entering])
+        twin_verdict = conjunction([row.get(TWIN, row["verdict"]) for row in entering])
         per_seed = inputs.per_seed_verdicts
         seed_rows = (
             per_seed[(per_seed["claim"] == claim) & (per_seed["seed"] != "every seed")]
@@ -832,7 +833,7 @@ def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
                 "seeds_holding": f"{single.count(HOLDS)} of {len(single)}" if single else "",
                 "per_seed": ", ".join(single),
                 "verdict": verdict,
-                "rule": "docs/method.md §10",
+                "rule": conjunction_rule(entering, verdict),
                 "changed_by_informative": ""
                 if not any(TWIN in row for row in entering)
                 else "yes"
@@ -841,6 +842,28 @@ def claim_rows(inputs: ClaimsInputs, rows: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def conjunction_rule(entering: list[dict], verdict: str) -> str:
+    """The claim row's ``rule``: the conjunction of its parts (docs/method.md §7, §10), and which
+    parts decide a ``does not hold`` (each with the rate at which noise alone fails it) or leave the
+    claim open."""
+    if not entering:
+        return "docs/method.md §10: no part tested"
+    text = f"docs/method.md §10: all of its {len(entering)} parts (a conjunction)"
+    if verdict == FAILS:
+        failing = [row for row in entering if row["verdict"] == FAILS]
+        return f"{text}; does not hold: " + "; ".join(f"{row['statistic']}{noise_note(row)}" for row in failing)
+    if verdict in (UNSURE, UNINFORMATIVE):
+        open_parts = sum(row["verdict"] != HOLDS for row in entering)
+        return f"{text}; {open_parts} part(s) {verdict}, none does not hold"
+    return text
+
+
+def noise_note(row: dict) -> str:
+    """`` (noise fails it x %)`` when the row carries its null fail rate."""
+    rate = row.get("null_fail_probability")
+    return f" (noise fails it {rate:.1%})" if rate is not None and np.isfinite(rate) else ""
 
 
 # The row builders, in the table's order. Each is a function of ClaimsInputs alone; rows built

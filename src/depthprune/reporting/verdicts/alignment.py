@@ -21,7 +21,7 @@ from depthprune.reporting.verdicts.rules import (
     HOLDS,
     NAN2,
     UNSURE,
-    combine,
+    conjunction,
     observation_row,
     uninformative_under_noise,
 )
@@ -177,7 +177,7 @@ def observe_rho(summary: pd.DataFrame, reps, paper: dict, strong_rho: float) -> 
         else:
             rows += perplexity_rows(rho, nulls[kind], p, strong_rho)
         verdicts.append(rows[-1]["verdict"])
-    return rows, combine(verdicts)
+    return rows, conjunction(verdicts)
 
 
 MEDIAN_NULL_DRAWS = 20_000

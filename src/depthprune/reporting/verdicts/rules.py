@@ -3,8 +3,8 @@ straddles the threshold, or an end lies within Monte-Carlo error of it: ``bootst
 ``descriptive`` rows carry a number but no test; ``uninformative`` when pure noise reaches the
 verdict more often than ``UNINFORMATIVE_LEVEL`` (``reporting/statistics/noise_null.py``): a pass or
 an inconclusive result when noise passes that often, a ``does not hold`` when noise fails that often. One row of
-``observations.csv`` (``observation_row``, ``COLUMNS``) and one claim's verdict from its cells
-(``combine``).
+``observations.csv`` (``observation_row``, ``COLUMNS``); one claim's verdict from its parts
+(``conjunction``), and one verdict from a claim's replicates (``unanimous``).
 """
 
 from __future__ import annotations
@@ -87,8 +87,31 @@ def within_band(lo: float, hi: float, value: float, band: float, se: tuple[float
     return UNSURE
 
 
-def combine(verdicts: list[str]) -> str:
-    """One claim-level verdict from its cells: unanimous, else inconclusive; none -> not testable."""
+def conjunction(verdicts: list[str]) -> str:
+    """A claim's verdict from its parts (docs/method.md §7, amended by issue 66): every claim the
+    paper makes is a conjunction of its parts (its halves, and each condition of a statement about
+    every condition), so it does not hold when any part does not hold; a part's ``does not hold`` was
+    judged at its rule's noise level already (a failure that noise reaches more than UNINFORMATIVE_LEVEL of
+    the time reads ``uninformative`` and does not count). It holds when every part holds, is
+    ``uninformative`` when every part holds or is uninformative and one is, else inconclusive; no
+    tested part -> not testable."""
+    tested = [v for v in verdicts if v in (HOLDS, FAILS, UNSURE, UNINFORMATIVE)]
+    if not tested:
+        return NOT_TESTABLE
+    if FAILS in tested:
+        return FAILS
+    if all(v == HOLDS for v in tested):
+        return HOLDS
+    if all(v in (HOLDS, UNINFORMATIVE) for v in tested):
+        return UNINFORMATIVE
+    return UNSURE
+
+
+def unanimous(verdicts: list[str]) -> str:
+    """One verdict from replicates of the same claim (its verdict at each seed): unanimous, else
+    inconclusive; ``uninformative`` when every replicate holds or is uninformative and one is; none ->
+    not testable. Replicates are not parts: a seed where a claim fails and one where it holds
+    disagree, they do not refute each other."""
     tested = [v for v in verdicts if v in (HOLDS, FAILS, UNSURE, UNINFORMATIVE)]
     if not tested:
         return NOT_TESTABLE

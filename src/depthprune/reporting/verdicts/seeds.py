@@ -73,12 +73,12 @@ def set_stability(selections: pd.DataFrame) -> pd.DataFrame:
 def verdicts_by_seed(verdicts: dict[int, dict[str, str]]) -> pd.DataFrame:
     """One row per (claim, seed) and one ``every seed`` row per claim: ``holds`` only if it holds in
     every seed, ``does not hold`` if it fails in every seed, else ``inconclusive``."""
-    from depthprune.reporting.verdicts.rules import combine
+    from depthprune.reporting.verdicts.rules import unanimous
 
     rows = []
     claims = sorted({c for v in verdicts.values() for c in v})
     for claim in claims:
         per_seed = [(seed, verdicts[seed].get(claim, "not testable")) for seed in sorted(verdicts)]
         rows += [{"claim": claim, "seed": str(seed), "verdict": v} for seed, v in per_seed]
-        rows.append({"claim": claim, "seed": "every seed", "verdict": combine([v for _, v in per_seed])})
+        rows.append({"claim": claim, "seed": "every seed", "verdict": unanimous([v for _, v in per_seed])})
     return pd.DataFrame(rows, columns=["claim", "seed", "verdict"])

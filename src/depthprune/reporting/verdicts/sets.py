@@ -23,7 +23,7 @@ from depthprune.reporting.statistics.nulls import (
     within_across_permutation,
 )
 from depthprune.reporting.style import PAPER_CALIBRATIONS
-from depthprune.reporting.verdicts.rules import DESCRIPTIVE, FAILS, HOLDS, NAN2, UNSURE, combine, observation_row
+from depthprune.reporting.verdicts.rules import DESCRIPTIVE, FAILS, HOLDS, NAN2, UNSURE, conjunction, observation_row
 
 ALPHA = 0.05  # permutation tests (§5.1)
 
@@ -144,4 +144,4 @@ def observe_sets(
                 note="null: random sets of each cell's size and depth; p simulated",
             )
         )
-    return rows, combine(verdicts)
+    return rows, conjunction(verdicts)

@@ -33,7 +33,7 @@ from depthprune.reporting.verdicts.rules import (
     NOT_TESTABLE,
     UNSURE,
     above,
-    combine,
+    conjunction,
     observation_row,
     uninformative_under_noise,
     within_band,
@@ -94,7 +94,7 @@ def observe_variance(
     rows += decomposition_rows(summary, reps)
     if failed:
         rows += range_sensitivity_rows(reduced, reps)
-    verdict = combine(list(overall.values())) if len(overall) == 2 else NOT_TESTABLE
+    verdict = conjunction(list(overall.values())) if len(overall) == 2 else NOT_TESTABLE
     return rows, verdict, remarks
 
 
