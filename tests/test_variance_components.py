@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthprune.reporting.statistics.variance_components import comparability, equivalence_verdict, split_plot
+from depthprune.reporting.statistics.variance_components import (
+    both_agree,
+    comparability,
+    crossed_ratio_intervals,
+    equivalence_verdict,
+    leave_one_out,
+    split_plot,
+)
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.across_seeds import CLAIMS_COLUMNS
 from depthprune.reporting.verdicts.across_seeds_variance import (
@@ -146,3 +153,61 @@ def test_claim_verdicts_take_only_the_tested_rows():
     verdicts = claim_verdicts(rows)
     assert verdicts["5.1"] == ["holds", "holds"]
     assert len(verdicts["5.2"]) == 1  # the accuracy ratio of the one cell; perplexity is descriptive
+
+
+def test_the_crossed_bootstrap_resamples_seeds_and_documents_as_sampled():
+    """Replicate b of every seed reads the same document resample, and a draw takes S seeds with
+    replacement: with neither seed nor document variation the interval is the point ratio; each
+    source alone widens it (issue 66 item 7)."""
+    y = synthetic(4, 3.0, 1.0, seed=5)
+    ratio = float(split_plot(y).sd_ratio)
+    rng = np.random.default_rng(0)
+    same_seeds = np.broadcast_to(y[:1], (200, 4, *y.shape[1:]))  # four copies of seed 0, no document noise
+    assert crossed_ratio_intervals(same_seeds, 300, rng) == pytest.approx(
+        (float(split_plot(same_seeds[0]).sd_ratio),) * 4
+    )
+    seeds_only = np.broadcast_to(y, (200, *y.shape))
+    lo90, hi90, lo95, hi95 = crossed_ratio_intervals(seeds_only, 2000, rng)
+    assert lo95 <= lo90 < ratio < hi90 <= hi95
+    documents = same_seeds + rng.normal(0, 0.5, (200, 1, *y.shape[1:]))  # shared by the seeds, as in the design
+    lo90, hi90, _, _ = crossed_ratio_intervals(documents, 2000, rng)
+    assert hi90 - lo90 > 0.1
+
+
+def test_the_sd_ratio_needs_both_intervals_to_agree():
+    assert both_agree("does not hold", "does not hold") == "does not hold"
+    assert both_agree("does not hold", "inconclusive") == "inconclusive"
+    assert both_agree("holds", "does not hold") == "inconclusive"
+    assert both_agree("holds", None) == "holds"  # no replicates: the parametric interval alone
+
+
+def test_leave_one_out_finds_the_search_that_carries_the_algorithm_variance():
+    """One search far from the others carries the algorithm SD: without it the SD collapses and the
+    ratio grows, and the row names it (issue 66 item 7: CBO's share)."""
+    y = synthetic(4, 3.0, 0.0, sub=0.1, seed=6)
+    y[:, 5, :] += 4.0  # cbo
+    k, sd, ratio = leave_one_out(y)
+    assert ALGORITHMS[k] == "cbo"
+    assert sd < 0.2 * np.sqrt(split_plot(y).var_algorithm) and ratio > 5 * split_plot(y).sd_ratio
+
+
+class Replicates:
+    """Paired document replicates of one seed's summary (``reps.aligned``'s contract): replicate b of
+    a run is its value plus the document draw b, shared by every run and seed."""
+
+    def __init__(self, draws: np.ndarray):
+        self.draws, self.n_resamples = draws, len(draws)
+
+    def aligned(self, frame: pd.DataFrame, column: str) -> np.ndarray:
+        return frame[column].to_numpy(dtype=float)[None, :] * (1 + self.draws[:, None])
+
+
+def test_the_ratio_row_shows_both_intervals_and_the_largest_share():
+    summaries, _ = seed_summaries(4, 6.0, 2.0)
+    draws = np.random.default_rng(8).normal(0, 0.01, 500)
+    rows = variance_component_rows(summaries, 2.0, studies=0, reps={s: Replicates(draws) for s in summaries})
+    ratio = next(r for r in rows if "claim: comparable" in r["statistic"])
+    assert "crossed bootstrap (seeds and documents resampled as sampled): 90 % [" in ratio["rule"]
+    assert "parametric says" in ratio["rule"] and "without " in ratio["rule"]
+    plain = next(r for r in variance_component_rows(summaries, 2.0, studies=0) if "claim: comparable" in r["statistic"])
+    assert "crossed" not in plain["rule"]

@@ -251,7 +251,7 @@ class RenderJob:
             )
             # §5.2's variance components and §5.1's draw stability (docs/method.md §10, issue 57).
             self._cross_seed["extra_rows"] = variance_component_rows(
-                summaries, self.comparable_band
+                summaries, self.comparable_band, reps=seed_reps
             ) + draw_stability_rows(draw_agreement(selections))
         return self._cross_seed
 

@@ -132,7 +132,22 @@ def simulate(means: np.ndarray, fit: SplitPlot, n_seeds: int, draws: int, rng: n
 
 def ratio_intervals(fit: SplitPlot, n_seeds: int, draws: int, rng: np.random.Generator) -> tuple[float, ...]:
     """(90 % low, 90 % high, 95 % low, 95 % high) of R, percentile over the parametric bootstrap."""
-    ratios = split_plot(simulate(fitted_means(fit), fit, n_seeds, draws, rng)).sd_ratio
+    return _percentile_ends(split_plot(simulate(fitted_means(fit), fit, n_seeds, draws, rng)).sd_ratio)
+
+
+def crossed_ratio_intervals(replicates: np.ndarray, draws: int, rng: np.random.Generator) -> tuple[float, ...]:
+    """(90 % low, 90 % high, 95 % low, 95 % high) of R from the non-parametric crossed bootstrap:
+    ``replicates`` (B, S, A, C) holds the paired document replicates of every seed's split-plot cells
+    (replicate b of every seed reads the same document resample: the documents are crossed with the
+    seeds), and each draw takes S seeds with replacement and one replicate b shared by them, so seeds
+    and documents are both resampled as they were sampled."""
+    n_replicates, n_seeds = replicates.shape[:2]
+    seeds = rng.integers(n_seeds, size=(draws, n_seeds))
+    documents = rng.integers(n_replicates, size=draws)
+    return _percentile_ends(split_plot(replicates[documents[:, None], seeds]).sd_ratio)
+
+
+def _percentile_ends(ratios: np.ndarray) -> tuple[float, ...]:
     ratios = ratios[~np.isnan(ratios)]  # NaN: neither factor varies in that draw; inf stays (above any band)
     if ratios.size == 0:
         return (float("nan"),) * 4
@@ -155,15 +170,49 @@ def equivalence_verdict(ends: tuple[float, ...], band: float) -> str:
 
 @dataclass(frozen=True)
 class Comparability:
-    """The SD-ratio test on one split plot: the fit, R, its interval ends and verdict, and the
-    rule's noise rates (NaN when not computed)."""
+    """The SD-ratio test on one split plot: the fit, R, its parametric interval ends and their
+    verdict, the crossed bootstrap's ends and verdict (NaN and None without document replicates),
+    the verdict (``both_agree``), and the parametric rule's noise rates (NaN when not computed)."""
 
     fit: SplitPlot
     ratio: float
     ends: tuple[float, ...]
-    verdict: str
+    parametric_verdict: str
+    crossed_ends: tuple[float, ...]
+    crossed_verdict: str | None
     null_pass: float
     null_fail: float
+
+    @property
+    def verdict(self) -> str:
+        return both_agree(self.parametric_verdict, self.crossed_verdict)
+
+
+def both_agree(parametric: str, crossed: str | None) -> str:
+    """The SD ratio's verdict (docs/method.md §10, amended by issue 66 item 7): a holds or a does not
+    hold needs the parametric and the crossed interval to agree; a verdict that one defensible
+    interval reaches and the other does not is inconclusive. Without replicates, the parametric one."""
+    if crossed is None or crossed == parametric:
+        return parametric
+    return UNSURE
+
+
+def leave_one_out(y: np.ndarray) -> tuple[int, float, float] | None:
+    """(index of the algorithm whose removal moves σ_alg the most (in log ratio), σ_alg without it,
+    R without it) of a split plot y (S, A, C); None with fewer than three algorithms. Says how much of
+    the algorithm variance one search carries (issue 66 item 7: one failed search's share)."""
+    a = y.shape[1]
+    if a < 3:
+        return None
+    full = float(np.sqrt(split_plot(y).var_algorithm))
+    best = None
+    for k in range(a):
+        fit = split_plot(np.delete(y, k, axis=1))
+        sd = float(np.sqrt(fit.var_algorithm))
+        moved = 0.0 if sd == full else np.inf if min(sd, full) <= 0 else abs(np.log(sd / full))
+        if best is None or moved > best[0]:
+            best = (moved, k, sd, float(fit.sd_ratio))
+    return best[1], best[2], best[3]
 
 
 def noise_rates(fit: SplitPlot, n_seeds: int, band: float, studies: int, draws: int, seed: int) -> tuple[float, float]:
@@ -191,13 +240,30 @@ def comparability(
     studies: int = NOISE_STUDIES,
     noise_draws: int = NOISE_DRAWS,
     seed: int = SEED,
+    replicates: np.ndarray | None = None,
 ) -> Comparability:
-    """The split plot of y (S, A, C), R with its parametric-bootstrap interval, the equivalence
-    verdict and (``studies`` > 0) the rule's noise rates. Seeded: the same data give the same result."""
+    """The split plot of y (S, A, C), R with its parametric-bootstrap interval, the crossed
+    bootstrap's interval when ``replicates`` (B, S, A, C; ``crossed_ratio_intervals``) are given,
+    the equivalence verdicts and (``studies`` > 0) the parametric rule's noise rates. Seeded: the
+    same data give the same result."""
     fit = split_plot(y)
     n_seeds = y.shape[0]
     ends = ratio_intervals(fit, n_seeds, draws, np.random.default_rng([seed, *y.shape, draws]))
+    crossed_ends, crossed_verdict = (float("nan"),) * 4, None
+    if replicates is not None:
+        rng = np.random.default_rng([seed, *replicates.shape, draws, 1])
+        crossed_ends = crossed_ratio_intervals(replicates, draws, rng)
+        crossed_verdict = equivalence_verdict(crossed_ends, band)
     null_pass, null_fail = (
         noise_rates(fit, n_seeds, band, studies, noise_draws, seed) if studies else (float("nan"), float("nan"))
     )
-    return Comparability(fit, float(fit.sd_ratio), ends, equivalence_verdict(ends, band), null_pass, null_fail)
+    return Comparability(
+        fit,
+        float(fit.sd_ratio),
+        ends,
+        equivalence_verdict(ends, band),
+        crossed_ends,
+        crossed_verdict,
+        null_pass,
+        null_fail,
+    )

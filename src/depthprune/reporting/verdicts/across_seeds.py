@@ -67,9 +67,11 @@ from depthprune.reporting.verdicts.paper_shifts import (
 )
 from depthprune.reporting.verdicts.rho_combination import ALPHA as MAGNITUDE_ALPHA
 from depthprune.reporting.verdicts.rho_combination import (
+    boundary_rates,
     defined_cells,
     either_noise_rates,
     magnitude_test,
+    most_influential,
     null_means,
     representatives_of,
     weak_verdict,
@@ -375,6 +377,7 @@ RHO_CELL_COLUMNS = [
     "perplexity",
     "accuracy",
     "representatives",
+    "finders",
 ]
 
 
@@ -404,6 +407,7 @@ def rho_cells(summaries: Mapping[int, pd.DataFrame], reps: Mapping[int, object])
                     "perplexity": sets["avg_perplexity"].to_numpy(dtype=float),
                     "accuracy": sets["avg_accuracy"].to_numpy(dtype=float),
                     "representatives": representatives_of(sets["algorithms"]),
+                    "finders": [tuple(a.split("+")) for a in sets["algorithms"]],
                 }
             )
     return pd.DataFrame(rows, columns=RHO_CELL_COLUMNS)
@@ -699,6 +703,14 @@ def magnitude_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
     mean = float(np.mean(cells["rho"]))
     test = magnitude_test(mean, null_means(cells), sign)
     side = "> 0" if sign > 0 else "< 0"
+    influential = most_influential(cells, sign)
+    share = (
+        ""
+        if influential is None
+        else f"; without {influential['algorithm']} (the search whose removal moves the mean most): mean "
+        f"{influential['mean']:+.2f} over {influential['cells']} cells, p claimed {influential['p_claimed']:.4f}, "
+        f"{influential['verdict']}"
+    )
     return {
         "claim": "5.3",
         "statistic": label.format(side=side),
@@ -712,26 +724,35 @@ def magnitude_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
             test["verdict"], test["null_pass_probability"], test["null_fail_probability"]
         ),
         "rule": f"one-sided p ≤ {MAGNITUDE_ALPHA:g} on the claimed side holds, on the other does not hold (p claimed "
-        f"{test['p_claimed']:.4f}, other {test['p_other']:.4f}; {len(cells)} cells, a seed's cells permuted jointly)",
+        f"{test['p_claimed']:.4f}, other {test['p_other']:.4f}; {len(cells)} cells, a seed's cells permuted jointly)"
+        + share,
     }
 
 
-def pooled_median(cells: pd.DataFrame, n_resamples: int) -> tuple[float, float, float]:
-    """(median ρ over every (M, seed) cell, its pooled two-stage interval); no interval without every
-    cell's replicates."""
+def median_replicates(cells: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """seed -> (its cells' ρ, (B, cells) document replicates), the seeds whose every cell has them."""
     by_seed = {}
     for seed, group in cells.groupby("seed"):
         reps = [r for r in group["replicates"] if r is not None]
         if len(reps) == len(group):
             by_seed[int(seed)] = (group["rho"].to_numpy(dtype=float), np.stack(reps, axis=1))
+    return by_seed
+
+
+def pooled_median(cells: pd.DataFrame, n_resamples: int) -> tuple[float, float, float]:
+    """(median ρ over every (M, seed) cell, its pooled two-stage interval); no interval without every
+    cell's replicates."""
+    by_seed = median_replicates(cells)
     if not by_seed:
         return float(np.median(cells["rho"])), np.nan, np.nan
     return two_stage_pooled(by_seed, np.median, n_resamples)
 
 
-def median_row(cells: pd.DataFrame, inputs: ClaimsInputs) -> dict:
-    """The weak part of "negative or weak": the pooled median's interval inside (−strong, strong)."""
+def median_row(cells: pd.DataFrame, inputs: ClaimsInputs, weak_pass: float = np.nan) -> dict:
+    """The weak part of "negative or weak": the pooled median's interval inside (−strong, strong);
+    ``weak_pass``: how often it holds where alignment is strong (``rho_combination.boundary_rates``)."""
     estimate, lo, hi = pooled_median(cells, inputs.n_resamples)
+    verdict = weak_verdict(lo, hi, estimate, inputs.strong_rho)
     return {
         "claim": "5.3",
         "statistic": f"perplexity pruning: median ρ over cells (part 'weak': −{inputs.strong_rho:g} < median < {inputs.strong_rho:g})",
@@ -740,18 +761,24 @@ def median_row(cells: pd.DataFrame, inputs: ClaimsInputs) -> dict:
         "ci_low": lo,
         "ci_high": hi,
         "per_seed": ", ".join(f"{float(np.median(g['rho'])):+.2f}" for _, g in cells.groupby("seed", sort=True)),
-        "verdict": weak_verdict(lo, hi, estimate, inputs.strong_rho),
-        "rule": "pooled two-stage interval inside (−strong, strong); a part of the 'or', not in the claim",
+        "null_pass_probability": weak_pass,
+        "verdict": uninformative_under_noise(verdict, weak_pass),
+        "rule": "pooled two-stage interval inside (−strong, strong); a part of the 'or', not in the claim; "
+        f"null pass: studies resampled from these seeds and documents with the median ρ moved to ±{inputs.strong_rho:g} "
+        "(strong alignment, where 'weak' is false) that pass, the larger of the two",
     }
 
 
-def either_row(negative: dict, weak: dict, inputs: ClaimsInputs) -> dict:
-    """Perplexity pruning's claim, "negative or weak": ``either`` of its parts, with the noise rates
-    of the whole "or" rule (``across_seeds_noise``)."""
-    strong, null_pass, null_fail = inputs.noise.get(EITHER_CLAIM, (inputs.strong_rho, np.nan, np.nan))
+def either_row(negative: dict, weak: dict, inputs: ClaimsInputs, either_pass: float = np.nan) -> dict:
+    """Perplexity pruning's claim, "negative or weak": ``either`` of its parts. Its null pass is the
+    rate at which the whole "or" holds where it is false (``either_pass``: median ρ at +strong,
+    ``rho_combination.boundary_rates``); its null fail the rate at which it does not hold with no
+    association at all, where it is true (``across_seeds_noise``: shuffled documents)."""
+    strong, zero_pass, null_fail = inputs.noise.get(EITHER_CLAIM, (inputs.strong_rho, np.nan, np.nan))
     if strong != inputs.strong_rho:
-        null_pass = null_fail = np.nan
-    claim = either(negative["verdict"], weak["verdict"])
+        zero_pass = null_fail = np.nan
+    null_pass = either_pass
+    claim = either(negative["verdict"], weak["verdict"])  # an uninformative part supports nothing
     return {
         "claim": "5.3",
         "statistic": f"{EITHER_CLAIM} (claim: mean ρ < 0, or −{inputs.strong_rho:g} < median ρ < {inputs.strong_rho:g})",
@@ -761,8 +788,11 @@ def either_row(negative: dict, weak: dict, inputs: ClaimsInputs) -> dict:
         "null_pass_probability": null_pass,
         "null_fail_probability": null_fail,
         "verdict": uninformative_under_noise(claim, null_pass, null_fail),
-        "rule": "holds when either part holds, does not hold when both do not; uninformative when null "
-        f"studies of the 'or' rule reach the verdict > {UNINFORMATIVE_LEVEL:.0%}",
+        "rule": "holds when either part holds, does not hold when both do not; uninformative when the "
+        f"verdict's rate exceeds {UNINFORMATIVE_LEVEL:.0%}; null pass: studies with the median ρ moved to "
+        f"+{inputs.strong_rho:g} (strong misalignment, where the claim is false) that pass; null fail: null studies "
+        f"without association (where it is true) that do not hold; with no association it holds in "
+        f"{zero_pass:.1%} of them ('weak' is true there)",
         ENTERS_CLAIM: True,
     }
 
@@ -781,9 +811,13 @@ def alignment_rows(inputs: ClaimsInputs) -> list[dict]:
     ppl = rho[rho["kind"] == "ppl"]
     if not defined_cells(ppl).empty:
         negative = magnitude_row(ppl, -1, "perplexity pruning: mean ρ over (M, seed) cells (part 'negative': {side})")
-        weak = median_row(defined_cells(ppl), inputs)
+        by_seed = median_replicates(defined_cells(ppl))
+        weak_pass, either_pass = (
+            boundary_rates(by_seed, null_means(defined_cells(ppl)), inputs.strong_rho) if by_seed else (np.nan, np.nan)
+        )
+        weak = median_row(defined_cells(ppl), inputs, weak_pass)
         rows += [
-            either_row(negative, weak, inputs),
+            either_row(negative, weak, inputs, either_pass),
             negative,
             weak,
             sign_count_row(ppl, -1, "perplexity pruning: cells with ρ < 0"),

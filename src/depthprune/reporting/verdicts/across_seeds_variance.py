@@ -28,7 +28,7 @@ from depthprune.reporting.statistics.nulls import (
     p_value_at_least,
     random_mean_jaccard,
 )
-from depthprune.reporting.statistics.variance_components import comparability
+from depthprune.reporting.statistics.variance_components import comparability, leave_one_out
 from depthprune.reporting.style import PAPER_CALIBRATIONS
 from depthprune.reporting.verdicts.rules import DESCRIPTIVE, HOLDS, UNSURE, uninformative_under_noise
 from depthprune.reporting.verdicts.seeds import set_stability
@@ -38,43 +38,69 @@ RESPONSES = {"avg_accuracy_points": "accuracy (points)", "log10_avg_perplexity":
 VERDICT_RESPONSE = "avg_accuracy_points"  # the paper's "variances are comparable" is about accuracy
 
 
-def split_plots(summaries: Mapping[int, pd.DataFrame], response: str) -> dict[tuple, tuple[np.ndarray, list[str]]]:
-    """(model, M) -> (y (S, A, C), algorithms): the response of every algorithm run under both paper
-    calibrations in every seed, seeds in order. A cell missing from a seed is left out."""
-    grids: dict[tuple, dict[int, tuple[np.ndarray, list[str]]]] = {}
+def split_plots(
+    summaries: Mapping[int, pd.DataFrame], response: str, reps: Mapping[int, object] | None = None
+) -> dict[tuple, tuple[np.ndarray, list[str], np.ndarray | None]]:
+    """(model, M) -> (y (S, A, C), algorithms, replicates (B, S, A, C) or None): the response of every
+    algorithm run under both paper calibrations in every seed, seeds in order, and with ``reps`` (seed
+    -> its paired document replicates, every seed bootstrapped with the same document resamples)
+    their document replicates. A cell missing from a seed is left out."""
+    grids: dict[tuple, dict[int, tuple]] = {}
     for seed in sorted(summaries):
         pruned = summaries[seed][summaries[seed]["algorithm"] != DENSE_ALGORITHM]
+        seed_reps = reps.get(seed) if reps else None
         for (model, budget), group in pruned.groupby(CELL, sort=True):
-            observed, _, algorithms = paper_grid(group, response)
+            observed, replicates, algorithms = paper_grid(group, response, seed_reps)
             if observed.shape[2] == len(PAPER_CALIBRATIONS) and len(algorithms) >= 2:
-                grids.setdefault((model, int(budget)), {})[seed] = (observed[0], algorithms)
+                grids.setdefault((model, int(budget)), {})[seed] = (observed[0], replicates, algorithms)
     out = {}
     for cell, by_seed in grids.items():
         if len(by_seed) < 2 or len(by_seed) < len(summaries):
             continue
-        common = sorted(set.intersection(*(set(a) for _, a in by_seed.values())), key=by_seed[min(by_seed)][1].index)
-        y = np.stack([v[[a.index(x) for x in common]] for v, a in (by_seed[s] for s in sorted(by_seed))])
-        out[cell] = (y, common)
+        first = by_seed[min(by_seed)][2]
+        common = sorted(set.intersection(*(set(a) for *_, a in by_seed.values())), key=first.index)
+        ordered = [by_seed[s] for s in sorted(by_seed)]
+        y = np.stack([v[[a.index(x) for x in common]] for v, _, a in ordered])
+        replicates = None
+        if all(r is not None for _, r, _ in ordered) and len({r.shape[0] for _, r, _ in ordered}) == 1:
+            replicates = np.stack([r[:, [a.index(x) for x in common]] for _, r, a in ordered], axis=1)
+        out[cell] = (y, common, replicates)
     return out
 
 
 def variance_component_rows(
-    summaries: Mapping[int, pd.DataFrame], band: float, studies: int | None = None
+    summaries: Mapping[int, pd.DataFrame],
+    band: float,
+    studies: int | None = None,
+    reps: Mapping[int, object] | None = None,
 ) -> list[dict]:
     """Per (model, M) and response: the calibration SD, the algorithm SD (each with its F-test) and
-    their ratio; the accuracy ratio carries the equivalence verdict and its noise rates."""
+    their ratio; the accuracy ratio carries the equivalence verdict and its noise rates. ``reps``
+    (seed -> paired document replicates) adds the crossed bootstrap's interval beside the parametric
+    one (docs/method.md §10)."""
     rows = []
     for response, unit in RESPONSES.items():
-        for (model, budget), (y, algorithms) in sorted(split_plots(summaries, response).items()):
+        for (model, budget), (y, algorithms, replicates) in sorted(split_plots(summaries, response, reps).items()):
             verdict_row = response == VERDICT_RESPONSE
             # Only the verdict's ratio needs its noise rates (studies = 0 skips them).
             noise = {"studies": 0} if not verdict_row else {} if studies is None else {"studies": studies}
-            result = comparability(y, band, **noise)
-            rows += _component_rows(result, f"{model} M={budget} {unit}", y.shape, len(algorithms), band, verdict_row)
+            result = comparability(y, band, replicates=replicates, **noise)
+            scope = f"{model} M={budget} {unit}"
+            rows += _component_rows(result, scope, y.shape, band, verdict_row, share_note(y, algorithms))
     return rows
 
 
-def _component_rows(result, scope: str, shape: tuple, n_algorithms: int, band: float, verdict_row: bool) -> list[dict]:
+def share_note(y: np.ndarray, algorithms: list[str]) -> str:
+    """How much of the algorithm SD one search carries: the search whose removal moves it most, the
+    SD and ratio without it (``variance_components.leave_one_out``); empty with < 3 algorithms."""
+    found = leave_one_out(y)
+    if found is None:
+        return ""
+    k, sd, ratio = found
+    return f"; without {algorithms[k]} (the search whose removal moves the algorithm SD most): algorithm SD {sd:.3g}, ratio {ratio:.3g}"
+
+
+def _component_rows(result, scope: str, shape: tuple, band: float, verdict_row: bool, share: str) -> list[dict]:
     fit, (s, a, c) = result.fit, shape
     base = {"claim": "5.2", "n_seeds": s, "seeds_holding": "", "per_seed": "", "verdict": DESCRIPTIVE}
     rows = []
@@ -99,7 +125,9 @@ def _component_rows(result, scope: str, shape: tuple, n_algorithms: int, band: f
         "estimate": result.ratio,
         "ci_low": lo90,
         "ci_high": hi90,
-        "rule": f"90 % interval shown, 95 % [{lo95:.3g}, {hi95:.3g}]; parametric bootstrap of the split plot",
+        "rule": f"90 % interval shown, 95 % [{lo95:.3g}, {hi95:.3g}]; parametric bootstrap of the split plot"
+        + crossed_note(result, verdict_row)
+        + share,
     }
     if verdict_row:
         ratio_row["null_pass_probability"] = result.null_pass
@@ -107,11 +135,26 @@ def _component_rows(result, scope: str, shape: tuple, n_algorithms: int, band: f
         ratio_row["verdict"] = uninformative_under_noise(result.verdict, result.null_pass, result.null_fail)
         ratio_row["rule"] += (
             "; holds: 90 % interval inside the band (TOST 5 %); does not hold: 95 % interval wholly outside"
-            "; null pass: simulated split plots without a calibration effect that hold; null fail: with equal "
-            "SDs, that do not hold"
+            "; each needs both intervals; null pass: simulated split plots without a calibration effect that "
+            "hold; null fail: with equal SDs, that do not hold (the parametric rule's rates: bounds on the "
+            "rule's, which needs both)"
         )
     rows.append(ratio_row)
     return rows
+
+
+def crossed_note(result, verdict_row: bool) -> str:
+    """The crossed bootstrap's intervals (and, on the verdict's row, each interval's verdict)."""
+    if result.crossed_verdict is None:
+        return ""
+    lo90, hi90, lo95, hi95 = result.crossed_ends
+    text = (
+        f"; crossed bootstrap (seeds and documents resampled as sampled): 90 % [{lo90:.3g}, {hi90:.3g}], "
+        f"95 % [{lo95:.3g}, {hi95:.3g}]"
+    )
+    if verdict_row:
+        text += f"; parametric says {result.parametric_verdict}, crossed says {result.crossed_verdict}"
+    return text
 
 
 # --------------------------------------------------------------------------- §5.1: draw stability

@@ -238,3 +238,122 @@ def null_study_layout(cells: pd.DataFrame, summaries: dict, samples: dict, tasks
             layouts.setdefault(int(seed), []).append((member, perplexity, bool(np.isfinite(r.rho))))
             units.setdefault(int(seed), []).append(scores)
     return layouts, units
+
+
+# --------------------------------------------------------------------------- which search carries the mean
+
+
+def finders_of(row) -> list[tuple[str, ...]]:
+    """Each distinct set's finders (every algorithm that found it); a cell without the column counts
+    each set's representative as its only finder."""
+    finders = getattr(row, "finders", None)
+    if isinstance(finders, (list, tuple)) and len(finders) == len(row.representatives):
+        return [tuple(f) for f in finders]
+    return [(a,) for a in row.representatives]
+
+
+def without_algorithm(cells: pd.DataFrame, algorithm: str) -> pd.DataFrame:
+    """The cells as if ``algorithm`` had not run: a set that only it found leaves its cell, a set that
+    others found too stays with the next finder as its representative, and ρ is recomputed over the
+    sets left (``distinct.spearman_exact``: NaN below three)."""
+    from depthprune.reporting.statistics.distinct import spearman_exact
+
+    rows = []
+    for r in cells.itertuples(index=False):
+        finders = finders_of(r)
+        keep = [i for i, f in enumerate(finders) if set(f) - {algorithm}]
+        perplexity, accuracy = np.asarray(r.perplexity)[keep], np.asarray(r.accuracy)[keep]
+        rest = [tuple(a for a in finders[i] if a != algorithm) for i in keep]
+        rows.append(
+            {
+                **r._asdict(),
+                "rho": spearman_exact(perplexity, accuracy)[0],
+                "replicates": None,
+                "perplexity": perplexity,
+                "accuracy": accuracy,
+                "representatives": [f[0] for f in rest],
+                "finders": rest,
+            }
+        )
+    return pd.DataFrame(rows, columns=cells.columns.union(["finders"], sort=False))
+
+
+def most_influential(cells: pd.DataFrame, claimed_sign: int) -> dict | None:
+    """The search whose removal moves the mean ρ over the defined cells the most: its name, the mean
+    without it and that mean's magnitude verdict against its own joint null (``null_means`` of the
+    reduced design). None with fewer than three searches."""
+    algorithms = sorted({a for r in cells.itertuples(index=False) for f in finders_of(r) for a in f})
+    if len(algorithms) < 3 or defined_cells(cells).empty:
+        return None
+    mean = float(np.mean(defined_cells(cells)["rho"]))
+    best = None
+    for algorithm in algorithms:
+        reduced = defined_cells(without_algorithm(cells, algorithm))
+        if reduced.empty:
+            continue
+        moved = abs(float(np.mean(reduced["rho"])) - mean)
+        if best is None or moved > best[0]:
+            best = (moved, algorithm, reduced)
+    if best is None:
+        return None
+    _, algorithm, reduced = best
+    reduced_mean = float(np.mean(reduced["rho"]))
+    return {
+        "algorithm": algorithm,
+        "mean": reduced_mean,
+        "cells": len(reduced),
+        **magnitude_verdict(reduced_mean, null_means(reduced), claimed_sign),
+    }
+
+
+# --------------------------------------------------------------------------- a null where "weak" is wrong
+
+BOUNDARY_STUDIES = 400  # simulated studies per boundary: MC SE ≤ 2.5 points at 20 %, as noise_null's
+BOUNDARY_SEED = 20_261_208
+
+
+def boundary_rates(
+    by_seed: dict[int, tuple[np.ndarray, np.ndarray]],
+    null: np.ndarray,
+    strong_rho: float,
+    studies: int = BOUNDARY_STUDIES,
+    inner: int | None = None,
+    seed: int = BOUNDARY_SEED,
+) -> tuple[float, float]:
+    """(weak pass, "negative or weak" pass) in studies where alignment is strong: the rates at which
+    the weak part, and the whole "or", hold when they are false (docs/method.md §10, amended by issue
+    66 item 5). ``by_seed``: seed -> (its cells' ρ, (B, cells) document replicates), B shared.
+
+    A study is drawn as the data were sampled: S seeds with replacement and one document replicate b
+    shared by them (the cells' ρ at b), every value shifted so that the median ρ of the pool sits at
+    the boundary (−strong or +strong; clipped to [−1, 1]) and judged by the rule itself
+    (``either_rule``: the drawn seeds' shifted replicates give the median's interval; the mean ρ
+    against ``null``). Weak is false at either boundary: its rate is the larger of the two. The "or"
+    is false only at +strong (a strong negative ρ is negative): its rate is that one."""
+    from depthprune.reporting.statistics.noise_null import INNER_RESAMPLES
+
+    inner = INNER_RESAMPLES if inner is None else inner
+    seeds = sorted(by_seed)
+    if not seeds:
+        return float("nan"), float("nan")
+    observed = float(np.median(np.concatenate([np.asarray(by_seed[s][0], dtype=float) for s in seeds])))
+    n_documents = np.asarray(by_seed[seeds[0]][1]).shape[0]
+    rng = np.random.default_rng([seed, len(seeds), studies, inner])
+    weak_rates, either_rate = [], float("nan")
+    for target in (-strong_rho, strong_rho):
+        shift = target - observed
+        shifted = {s: np.clip(np.asarray(by_seed[s][1], dtype=float) + shift, -1.0, 1.0) for s in seeds}
+        weak_hits = either_hits = 0
+        for _ in range(studies):
+            drawn = rng.integers(len(seeds), size=len(seeds))
+            document = int(rng.integers(n_documents))
+            study = {i: (shifted[seeds[k]][document], shifted[seeds[k]]) for i, k in enumerate(drawn)}
+            rho = np.concatenate([values for values, _ in study.values()])
+            rho = rho[np.isfinite(rho)]  # a replicate whose ρ is undefined enters neither part
+            _, weak, claim = either_rule(rho, study, null, strong_rho, inner)
+            weak_hits += weak == HOLDS
+            either_hits += claim == HOLDS
+        weak_rates.append(weak_hits / studies)
+        if target > 0:
+            either_rate = either_hits / studies
+    return max(weak_rates), either_rate
