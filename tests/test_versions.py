@@ -186,6 +186,13 @@ RECORDED = {
         # calibrations, and evaluate / cbo-diagnose outputs (3 sets in one pass on wikitext2, hellaswag,
         # boolq): identical but their seconds and output paths.
         "b4517d6e4cbb89f7",
+        # Issue 67, first part: Objective.sample_shares / n_samples (L split by calibration sample),
+        # Family.residual_branches / branches and SubsetEvaluator.gate_fisher_rows, all new and read by
+        # cbo's `coefficients: fisher` only. Verified on tiny:llama-8 (float32, one thread, CPU) against
+        # c55be0f with /tmp/bitwise.py: the ppl_c4, tlm_cs170k and ppl_cs170k priors (4 samples, seed 3),
+        # five sets' losses and accuracies, data_hash, and greedy and cbo (gradient) searches at M = 3
+        # (set, loss, every trace loss): the JSON dumps are byte for byte equal.
+        "846eb0be706ea8fc",
     ),
 }
 

@@ -94,6 +94,28 @@ class Objective:
             )
         return self._cross_entropy(means, items)
 
+    @property
+    def n_samples(self) -> int:
+        """The calibration samples L averages over: the sequences (perplexity) or the items (TLM)."""
+        if self.candidate_of_sequence:
+            return len(self.gold)
+        return len({int(q) for batch in self.batches for q in batch.sequence_ids.tolist()})
+
+    def sample_shares(self, batch: Batch, token_logprobs: torch.Tensor) -> dict[int, torch.Tensor]:
+        """``batch_loss`` split by calibration sample (a sequence under perplexity, an item under
+        TLM): sample id -> its additive share of L (differentiable; the shares sum to
+        ``batch_loss``). CBO's per-sample gradient rows read them (engine/gate_fisher.py)."""
+        weighted = batch.coefficients.to(token_logprobs.device, torch.float64) * token_logprobs.double()
+        ids = batch.sequence_ids.tolist()
+        if self.candidate_of_sequence:
+            ids = [self.candidate_of_sequence[q][0] for q in ids]
+        if self.candidate_of_sequence and self.tlm_loss == "cross_entropy":
+            means = torch.zeros(len(self.candidate_of_sequence), dtype=torch.float64, device=weighted.device)
+            means = means.index_add(0, batch.sequence_ids.to(weighted.device), weighted)
+            return {item: self._cross_entropy(means, [item]) for item in sorted(set(ids))}
+        index = torch.tensor(ids, device=weighted.device)
+        return {sample: weighted[index == sample].sum() for sample in sorted(set(ids))}
+
     def reduce(self, per_batch_logprobs: list[torch.Tensor]) -> tuple[float, float | None]:
         """(loss, calibration accuracy or None) from the scored log-probs of every batch."""
         loss, accuracy, _ = self.scores(per_batch_logprobs)

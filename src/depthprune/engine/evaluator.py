@@ -76,6 +76,7 @@ class SubsetEvaluator(Evaluator):
         # Seconds the derivatives cost when some earlier call or job computed them, if the last
         # gate_derivatives() read them from the memo; 0 if that call computed them (its wall time).
         self.gate_derivatives_memo_seconds = 0.0
+        self._fisher_rows: np.ndarray | None = None  # CBO's per-sample gate gradients (gate_fisher_rows)
         self.config_key = memo_key(self.describe())
         state_device = self.device if state_device == "auto" else torch.device(state_device)
         if use_cache:
@@ -165,6 +166,16 @@ class SubsetEvaluator(Evaluator):
     def empty_record(self) -> EvalRecord:
         """L(∅), computed by the capture pass."""
         return self._dense_record
+
+    def gate_fisher_rows(self) -> np.ndarray:
+        """A (m, N): per calibration sample, the gradient of its loss with respect to Jansen et al.'s
+        block gates at α = 1 (engine/gate_fisher.py). Independent of M: computed once per evaluator."""
+        if self._fisher_rows is None:
+            from depthprune.engine.gate_fisher import fisher_rows
+
+            self._fisher_rows = fisher_rows(self.model, self.family, self.objective, self.device, self.head_chunk)
+            self.stats.blocks_run += self.n_layers  # one gated forward pass per row (plus one backward per sample)
+        return self._fisher_rows
 
     def gate_derivatives(self, method: str = "full_graph") -> tuple[np.ndarray, np.ndarray]:
         """g = ∂L/∂α and H = ∂²L/∂α² at α = 1 for gated blocks h ← h + α_i f_i(h)

@@ -88,6 +88,11 @@ class Evaluator(Protocol):
         ``method`` (engine/gate_derivatives.py:DERIVATIVE_METHODS; the same values)."""
         ...
 
+    def gate_fisher_rows(self) -> np.ndarray:
+        """A (samples × N): per calibration sample, the gradient of its loss with respect to Jansen et
+        al.'s block gates at α = 1 (docs/method.md §4.6; engine/gate_fisher.py)."""
+        ...
+
     def describe(self) -> dict:
         """Everything that changes a loss, plus where the model came from."""
         ...

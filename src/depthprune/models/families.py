@@ -29,6 +29,10 @@ class Family:
     # config class and the settings that switch on every per-layer feature, given the block count.
     tiny_config_class: str = ""
     tiny_settings: Callable[[int], dict] = field(default=lambda n_layers: {})
+    # The block's two residual branches: the submodules whose outputs are added to the residual
+    # stream (attention, then MLP). CBO's gate scales each (engine/gate_fisher.py). Gemma adds a
+    # norm after each branch: scaling before it would be undone by the norm.
+    residual_branches: tuple[str, str] = ("self_attn", "mlp")
 
     # --- locating modules -------------------------------------------------------------------
     def backbone(self, model: nn.Module) -> nn.Module:
@@ -43,6 +47,15 @@ class Family:
 
     def blocks(self, model: nn.Module) -> nn.ModuleList:
         return self.backbone(model).layers
+
+    def branches(self, block: nn.Module) -> tuple[nn.Module, nn.Module]:
+        """The block's attention and MLP branches (``residual_branches``)."""
+        try:
+            return tuple(getattr(block, name) for name in self.residual_branches)
+        except AttributeError as error:
+            raise InputError(
+                f"family {self.name}: {type(block).__name__} has no {error.name!r} (residual_branches)"
+            ) from None
 
     def final_norm(self, model: nn.Module) -> nn.Module:
         return self.backbone(model).norm
@@ -88,6 +101,7 @@ FAMILIES: dict[str, Family] = {
             "gemma2",
             ("gemma2",),
             logit_softcap_attr="final_logit_softcapping",
+            residual_branches=("post_attention_layernorm", "post_feedforward_layernorm"),
             tiny_config_class="Gemma2Config",
             tiny_settings=lambda n: {
                 "sliding_window": 32,
@@ -99,6 +113,7 @@ FAMILIES: dict[str, Family] = {
             "gemma3",
             ("gemma3", "gemma3_text"),
             logit_softcap_attr="final_logit_softcapping",
+            residual_branches=("post_attention_layernorm", "post_feedforward_layernorm"),
             tiny_config_class="Gemma3TextConfig",
             tiny_settings=lambda n: {"sliding_window": 32, "query_pre_attn_scalar": 16},
         ),

@@ -3,7 +3,7 @@
 An algorithm sees a :class:`SearchProblem` (budget M, the single-layer ablation prior, a seed, the
 protected layers, a scratch folder) and talks to the model only through the evaluator interface of
 docs/architecture.md: ``evaluate(sets)``, ``loss(removed)``, ``n_layers``, ``protected``, ``stats``
-and, for cbo, ``gate_derivatives()``. The evaluator it gets is a :class:`TracingEvaluator`, which
+and, for cbo, ``gate_derivatives()`` or ``gate_fisher_rows()``. The evaluator it gets is a :class:`TracingEvaluator`, which
 records every evaluation of this search in order and counts what this search cost.
 """
 
@@ -105,6 +105,12 @@ class TracingEvaluator(Evaluator):
         # Read from the memo (another budget's CBO computed them): charged as computed here.
         self.shared_memo_seconds += float(getattr(self.inner, "gate_derivatives_memo_seconds", 0.0))
         return np.asarray(g, dtype=np.float64), np.asarray(h, dtype=np.float64)
+
+    def gate_fisher_rows(self) -> np.ndarray:
+        blocks_before = self._inner_blocks()
+        a = self.inner.gate_fisher_rows()
+        self.blocks_run += self._inner_blocks() - blocks_before
+        return np.asarray(a, dtype=np.float64)
 
     # --- search bookkeeping ------------------------------------------------------------------
     def replay(

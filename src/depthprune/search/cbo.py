@@ -65,7 +65,7 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
         "sa_final_temperature_ratio": Range(0, 1, exclusive_minimum=True),
         "diagnostic_sets": Range(minimum=0),  # 0 turns the energy-loss diagnostic off
     }
-    choices = {"coefficients": ("gradient", "ablation"), "derivatives": ("full_graph", "blockwise")}
+    choices = {"coefficients": ("gradient", "ablation", "fisher"), "derivatives": ("full_graph", "blockwise")}
 
     requests_exact = False  # simulated annealing (above exact_limit) can find fewer than rerank sets
 
@@ -90,6 +90,8 @@ class ConstrainedBinaryOptimisation(SearchAlgorithm):
         allowed = np.asarray(problem.allowed)
         if params["coefficients"] == "gradient":
             linear, quadratic = gradient_energy(problem, allowed, params["derivatives"])
+        elif params["coefficients"] == "fisher":
+            linear, quadratic = fisher_energy_terms(problem, allowed)
         else:
             linear, quadratic = ablation_energy(problem, allowed)
         n_sets = math.comb(len(allowed), problem.budget)
@@ -181,6 +183,21 @@ def gradient_energy(
     if g.shape != (n,) or h.shape != (n, n):
         raise ValueError(f"gate_derivatives: expected shapes ({n},) and ({n}, {n}), got {g.shape} and {h.shape}")
     return energy_from_derivatives(g, h, allowed)
+
+
+def fisher_energy_terms(problem: SearchProblem, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(linear, quadratic) of Jansen et al.'s energy E(x) = xᵀHx, H = AᵀA/m (engine/gate_fisher.py):
+    no linear term, Q = 2H on the allowed layers. A's rank (at most the number of calibration
+    samples) goes to the diagnostics: with fewer samples than free blocks H is singular."""
+    from depthprune.engine.gate_fisher import fisher_matrix
+
+    a = problem.evaluator.gate_fisher_rows()
+    if a.ndim != 2 or a.shape[1] != problem.n_layers:
+        raise ValueError(f"gate_fisher_rows: expected shape (samples, {problem.n_layers}), got {a.shape}")
+    problem.diagnostics["fisher_samples"] = int(a.shape[0])
+    problem.diagnostics["fisher_rank"] = int(np.linalg.matrix_rank(a[:, allowed])) if a.size else 0
+    h = fisher_matrix(a)
+    return np.zeros(len(allowed)), 2.0 * h[np.ix_(allowed, allowed)]
 
 
 def energy_from_derivatives(g: np.ndarray, h: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

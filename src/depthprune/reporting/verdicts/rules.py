@@ -95,16 +95,7 @@ def conjunction(verdicts: list[str]) -> str:
     the time reads ``uninformative`` and does not count). It holds when every part holds, is
     ``uninformative`` when every part holds or is uninformative and one is, else inconclusive; no
     tested part -> not testable."""
-    tested = [v for v in verdicts if v in (HOLDS, FAILS, UNSURE, UNINFORMATIVE)]
-    if not tested:
-        return NOT_TESTABLE
-    if FAILS in tested:
-        return FAILS
-    if all(v == HOLDS for v in tested):
-        return HOLDS
-    if all(v in (HOLDS, UNINFORMATIVE) for v in tested):
-        return UNINFORMATIVE
-    return UNSURE
+    return FAILS if FAILS in verdicts else unanimous(verdicts)  # without a failing part, the two agree
 
 
 def unanimous(verdicts: list[str]) -> str:
