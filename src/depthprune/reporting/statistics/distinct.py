@@ -85,6 +85,15 @@ def null_distribution(x, y) -> np.ndarray:
     return _rho(rx, ry[order])
 
 
+def spearman_rho(x, y) -> float:
+    """ρ alone: NaN below three points or for a constant variable; ties take average ranks
+    (accuracies rounded to TIE_DECIMALS first, as everywhere in the reports)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(np.round(y, TIE_DECIMALS)) == 0:
+        return float("nan")
+    return float(_rho(rankdata(x), rankdata(np.round(y, TIE_DECIMALS))[None])[0])
+
+
 def spearman_exact(x, y) -> tuple[float, float, str]:
     """(ρ, two-sided permutation p, "exact (n! permutations)" or "Monte Carlo (draws)").
 
@@ -92,9 +101,9 @@ def spearman_exact(x, y) -> tuple[float, float, str]:
     to TIE_DECIMALS first, as everywhere in the reports)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n = len(x)
-    if n < 3 or np.ptp(x) == 0 or np.ptp(np.round(y, TIE_DECIMALS)) == 0:
+    rho = spearman_rho(x, y)
+    if np.isnan(rho):
         return float("nan"), float("nan"), ""
-    rho = float(_rho(rankdata(x), rankdata(np.round(y, TIE_DECIMALS))[None])[0])
     null = null_distribution(x, y)
     hits = int((np.abs(null) >= abs(rho) - 1e-12).sum())
     if math.factorial(n) <= EXACT_LIMIT:

@@ -696,12 +696,13 @@ def sign_count_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
     }
 
 
-def magnitude_row(cells: pd.DataFrame, sign: int, label: str) -> dict:
+def magnitude_row(cells: pd.DataFrame, sign: int, label: str, null: np.ndarray | None = None) -> dict:
     """The mean ρ over the (M, seed) cells against the joint within-seed permutation null
-    (``rho_combination``): the claimed sign's verdict, its p-values and noise rates."""
+    (``rho_combination``; ``null``: ``null_means`` of the defined cells, when the caller has it):
+    the claimed sign's verdict, its p-values and noise rates."""
     cells = defined_cells(cells)
     mean = float(np.mean(cells["rho"]))
-    test = magnitude_test(mean, null_means(cells), sign)
+    test = magnitude_test(mean, null_means(cells) if null is None else null, sign)
     side = "> 0" if sign > 0 else "< 0"
     influential = most_influential(cells, sign)
     share = (
@@ -777,7 +778,6 @@ def either_row(negative: dict, weak: dict, inputs: ClaimsInputs, either_pass: fl
     strong, zero_pass, null_fail = inputs.noise.get(EITHER_CLAIM, (inputs.strong_rho, np.nan, np.nan))
     if strong != inputs.strong_rho:
         zero_pass = null_fail = np.nan
-    null_pass = either_pass
     claim = either(negative["verdict"], weak["verdict"])  # an uninformative part supports nothing
     return {
         "claim": "5.3",
@@ -785,9 +785,9 @@ def either_row(negative: dict, weak: dict, inputs: ClaimsInputs, either_pass: fl
         "n_seeds": negative["n_seeds"],
         "seeds_holding": "",
         "per_seed": f"negative: {negative['verdict']}; weak: {weak['verdict']}",
-        "null_pass_probability": null_pass,
+        "null_pass_probability": either_pass,
         "null_fail_probability": null_fail,
-        "verdict": uninformative_under_noise(claim, null_pass, null_fail),
+        "verdict": uninformative_under_noise(claim, either_pass, null_fail),
         "rule": "holds when either part holds, does not hold when both do not; uninformative when the "
         f"verdict's rate exceeds {UNINFORMATIVE_LEVEL:.0%}; null pass: studies with the median ρ moved to "
         f"+{inputs.strong_rho:g} (strong misalignment, where the claim is false) that pass; null fail: null studies "
@@ -809,13 +809,14 @@ def alignment_rows(inputs: ClaimsInputs) -> list[dict]:
         )
         rows.append(sign_count_row(tlm, 1, "TLM pruning: cells with ρ > 0"))
     ppl = rho[rho["kind"] == "ppl"]
-    if not defined_cells(ppl).empty:
-        negative = magnitude_row(ppl, -1, "perplexity pruning: mean ρ over (M, seed) cells (part 'negative': {side})")
-        by_seed = median_replicates(defined_cells(ppl))
-        weak_pass, either_pass = (
-            boundary_rates(by_seed, null_means(defined_cells(ppl)), inputs.strong_rho) if by_seed else (np.nan, np.nan)
-        )
-        weak = median_row(defined_cells(ppl), inputs, weak_pass)
+    defined = defined_cells(ppl)
+    if not defined.empty:
+        null = null_means(defined)  # the mean ρ's joint null: its test and the boundary studies' share it
+        label = "perplexity pruning: mean ρ over (M, seed) cells (part 'negative': {side})"
+        negative = magnitude_row(ppl, -1, label, null)
+        by_seed = median_replicates(defined)
+        weak_pass, either_pass = boundary_rates(by_seed, null, inputs.strong_rho) if by_seed else (np.nan, np.nan)
+        weak = median_row(defined, inputs, weak_pass)
         rows += [
             either_row(negative, weak, inputs, either_pass),
             negative,

@@ -255,8 +255,8 @@ def finders_of(row) -> list[tuple[str, ...]]:
 def without_algorithm(cells: pd.DataFrame, algorithm: str) -> pd.DataFrame:
     """The cells as if ``algorithm`` had not run: a set that only it found leaves its cell, a set that
     others found too stays with the next finder as its representative, and ρ is recomputed over the
-    sets left (``distinct.spearman_exact``: NaN below three)."""
-    from depthprune.reporting.statistics.distinct import spearman_exact
+    sets left (``distinct.spearman_rho``: NaN below three)."""
+    from depthprune.reporting.statistics.distinct import spearman_rho
 
     rows = []
     for r in cells.itertuples(index=False):
@@ -267,7 +267,7 @@ def without_algorithm(cells: pd.DataFrame, algorithm: str) -> pd.DataFrame:
         rows.append(
             {
                 **r._asdict(),
-                "rho": spearman_exact(perplexity, accuracy)[0],
+                "rho": spearman_rho(perplexity, accuracy),
                 "replicates": None,
                 "perplexity": perplexity,
                 "accuracy": accuracy,
