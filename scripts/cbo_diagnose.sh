@@ -4,7 +4,10 @@
 #   bash scripts/cbo_diagnose.sh CALIBRATION:SEED[:full|:pairs] ...   (default: the committed runs, below)
 #   bash scripts/cbo_diagnose.sh --tables   (only committed.csv and control.csv, from what is there)
 #
-# One `depthprune cbo-diagnose` per (calibration, seed), into results/cbo_diagnosis/<calibration>-seed<k>/.
+# One `depthprune cbo-diagnose` per (calibration, seed), into results/cbo_diagnosis/<calibration>-seed<k>-<energy>/
+# for CBO_COEFFICIENTS=fisher (the default: `cbo`, Jansen et al.'s energy) and into
+# results/cbo_diagnosis/<calibration>-seed<k>/ for CBO_COEFFICIENTS=gradient (`cbo_taylor`'s expansion,
+# the committed issue-56 diagnosis, made when it was `cbo`).
 # ":full" adds the expansion's error for M = 1..9 (every single, 12 random sets per M >= 2), ":pairs"
 # also every pair (the exact M = 2 error, and the ablation energy ranked beside the gradient one);
 # without either, only the top-K check at the study's M = 7, 9. The settings are config.yaml's (SmolLM2-135M in
@@ -17,6 +20,9 @@ DATA_DIR=${DATA_DIR:-../shared/data}
 # the defaults only evaluates the rest).
 read -r -a KS <<<"${CBO_K:-16 64 256}"
 RANDOM_SETS=${CBO_RANDOM_SETS:-12}
+COEFFICIENTS=${CBO_COEFFICIENTS:-fisher}
+suffix=""
+[ "$COEFFICIENTS" = gradient ] || suffix="-$COEFFICIENTS"
 runs=("$@")
 if [ "${1:-}" = "--tables" ]; then
   runs=()
@@ -38,7 +44,8 @@ for run in "${runs[@]}"; do
     --model embedded:smollm2-135m --name smollm2-135m --dtype float32 --device cpu \
     --calibration "$calibration" --seed "$seed" "${sizes[@]}" --data-dir "$DATA_DIR" --protect boundary \
     --memo "resources/cbo_diagnosis/${calibration}.sqlite" \
-    --budgets 7 9 --k "${KS[@]}" "${extra[@]}" --out "results/cbo_diagnosis/${calibration}-seed${seed}"
+    --param "coefficients=$COEFFICIENTS" \
+    --budgets 7 9 --k "${KS[@]}" "${extra[@]}" --out "results/cbo_diagnosis/${calibration}-seed${seed}${suffix}"
 done
 # The committed runs' own numbers beside them: CBO's and one-shot's loss per (calibration, seed, M),
 # and CBO's energy-loss Spearman ρ where its selection.json is committed (seeds 1-3); then control.csv:

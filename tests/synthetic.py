@@ -2,10 +2,12 @@
 
 L(S) = base + Σ_{i∈S} u_i + Σ_{i<j∈S} P_ij: additive when P = 0, with pairwise interactions
 otherwise. It implements the evaluator interface (depthprune.engine.records.Evaluator: evaluate,
-loss, n_layers, protected, stats, gate_derivatives, describe) with the engine's records, stats and
-in-memory memo, so the search algorithms run on it unchanged, and no torch is imported. In gate
-space (α = 1 − x) the objective is exactly quadratic: g = ∂L/∂α = −u and H = ∂²L/∂α² = P, so the
-CBO energy −gᵀx + ½xᵀHx equals L(S) − L(∅).
+loss, n_layers, protected, stats, gate_derivatives, gate_fisher_rows, describe) with the engine's
+records, stats and in-memory memo, so the search algorithms run on it unchanged, and no torch is
+imported. In gate space (α = 1 − x) the objective is exactly quadratic: g = ∂L/∂α = −u and
+H = ∂²L/∂α² = P, so ``cbo_taylor``'s energy −gᵀx + ½xᵀHx equals L(S) − L(∅). Its one calibration
+sample's gate gradient is −u, so ``cbo``'s Fisher energy is (uᵀx)²: with P = 0 a monotone function
+of L(S) − L(∅), which it ranks exactly.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class SyntheticEvaluator(Evaluator):
     def gate_derivatives(self, method: str = "full_graph") -> tuple[np.ndarray, np.ndarray]:
         self.gate_derivative_calls += 1
         return -self.unary.copy(), self.pairwise.copy()
+
+    def gate_fisher_rows(self) -> np.ndarray:
+        return -self.unary[None, :].copy()  # one sample: ∂L/∂α, whatever P (the first order only)
 
     def describe(self) -> dict:
         return {"model": "synthetic", "n_layers": self.n_layers, "objective_kind": self.objective_kind}

@@ -384,7 +384,7 @@ def test_extended_preset_dry_run():
     assert budgets == {"smollm2-135m": {7, 9}, "gemma3-270m": {4, 5}}
     runs = {(w["calibration"], w["seed"]) for w in searches}
     assert runs == {(c, str(s)) for c in ("ppl_c4", "tlm_cs170k", "ppl_cs170k") for s in (0, 1, 2)}
-    assert len(searches) == 2 * 3 * 3 * 2 * 10  # models x calibrations x seeds x budgets x algorithms
+    assert len(searches) == 2 * 3 * 3 * 2 * 11  # models x calibrations x seeds x budgets x algorithms
     assert [rule for rule, _ in jobs].count("calibration_size") == 0
 
 

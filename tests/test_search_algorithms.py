@@ -80,6 +80,15 @@ def test_cbo_finds_the_optimum_when_the_energy_is_exact(coefficients, tmp_path):
     assert search(ev, "cbo", 4, tmp_path, coefficients=coefficients, exact_limit=10).removed == optimum
 
 
+def test_cbo_fisher_energy_finds_the_additive_optimum(tmp_path):
+    # Without interactions the Fisher energy (uᵀx)² of the synthetic objective's one sample is a
+    # monotone function of the loss: its ground state is the optimum, by enumeration and by annealing.
+    ev = random_objective(11, seed=2)
+    optimum, _ = brute_force(ev, 4)
+    assert search(ev, "cbo", 4, tmp_path, rerank=1).removed == optimum
+    assert search(ev, "cbo", 4, tmp_path, rerank=1, exact_limit=10).removed == optimum
+
+
 def test_cbo_ablation_costs_all_pairs_in_one_batch(tmp_path):
     ev = random_objective(9, seed=2, interaction=0.4)
     calls = []

@@ -154,12 +154,27 @@ def test_exhaustive_refuses_above_its_limit(tmp_path):
 # ----------------------------------------------------------------------------- CBO
 def test_cbo_reports_energy_loss_correlations(tmp_path):
     ev = random_objective(12, seed=3, interaction=0.1)
-    result = search(ev, "cbo", 4, tmp_path)
+    result = search(ev, "cbo_taylor", 4, tmp_path)
     d = result.diagnostics
-    # the synthetic objective is exactly quadratic: energy and loss agree
+    # the synthetic objective is exactly quadratic: the Taylor energy and the loss agree
     assert d["energy_loss_spearman_random"] == pytest.approx(1.0)
     assert d["n_random"] == 64 and d["n_reranked"] == 16
     assert result.distinct_evaluations == 16  # the diagnostic sets are not charged to the search
+
+
+def test_cbo_reports_the_ground_states_loss_beside_its_choice(tmp_path):
+    """cbo returns the best of the 16 lowest-energy sets by the true loss (docs/method.md §4.6) and
+    records what the ground state alone would have given: its set, energy and loss."""
+    ev = random_objective(12, seed=3, interaction=0.3)
+    result = search(ev, "cbo", 4, tmp_path, diagnostic_sets=0)
+    d = result.diagnostics
+    a = ev.gate_fisher_rows()
+    ground = min(itertools.combinations(range(12), 4), key=lambda s: (float(np.sum(a[0, list(s)]) ** 2), s))
+    assert tuple(d["ground_state_removed"]) == ground
+    assert d["ground_state_energy"] == pytest.approx(float(np.sum(a[0, list(ground)]) ** 2))
+    assert d["ground_state_loss"] == pytest.approx(ev.true_loss(ground))
+    assert result.loss <= d["ground_state_loss"] and (d["fisher_samples"], d["fisher_rank"]) == (1, 1)
+    assert result.hyperparameters["coefficients"] == "fisher"
 
 
 def test_cbo_diagnostic_time_is_not_search_time(tmp_path):
@@ -271,13 +286,13 @@ def cliff_objective(cliff_block: int = 2, cliff: float = 10.0) -> SyntheticEvalu
 
 
 def test_cbo_ablation_avoids_a_block_the_gate_expansion_misses(tmp_path):
-    """The exact-pairs control finds the optimum where the faithful cbo, trusting the expansion,
-    keeps only sets that remove the catastrophic block (all its 16 re-ranked sets hold it)."""
+    """The exact-pairs control finds the optimum where cbo_taylor, trusting the expansion, keeps
+    only sets that remove the catastrophic block (all its 16 re-ranked sets hold it)."""
     ev = cliff_objective()
     optimum = min(itertools.combinations(range(10), 3), key=lambda s: (ev.true_loss(s), s))
     assert 2 not in optimum
-    faithful = search(ev, "cbo", 3, tmp_path, diagnostic_sets=0)
-    assert 2 in faithful.removed and faithful.loss > ev.true_loss(optimum) + 5
+    taylor = search(ev, "cbo_taylor", 3, tmp_path, diagnostic_sets=0)
+    assert 2 in taylor.removed and taylor.loss > ev.true_loss(optimum) + 5
     control = search(ev, "cbo_ablation", 3, tmp_path, diagnostic_sets=0)
     assert control.removed == optimum and control.hyperparameters["coefficients"] == "ablation"
     # its cost: ∅, every single and every pair, then the 16 re-ranked sets (docs/method.md §4.6)
@@ -289,11 +304,18 @@ def test_cbo_ablation_is_a_control_kept_out_of_the_paper_statistics():
 
     from depthprune.reporting.render import paper_only
     from depthprune.reporting.style import DENSE_MARKER, PAPER_ALGORITHMS, RANDOM_SET_MARKER, algorithm_name, is_control
-    from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS
+    from depthprune.search import ALGORITHMS, STUDY_ALGORITHMS, get_algorithm
 
-    assert is_control("cbo_ablation") and not is_control("cbo")
-    assert "cbo_ablation" in STUDY_ALGORITHMS and "cbo_ablation" not in PAPER_ALGORITHMS
-    assert algorithm_name("cbo_ablation") == "CBO (exact pairs)"
+    assert is_control("cbo_ablation") and is_control("cbo_taylor") and not is_control("cbo")
+    assert {"cbo_ablation", "cbo_taylor"} <= set(STUDY_ALGORITHMS) and "cbo" in PAPER_ALGORITHMS
+    assert not {"cbo_ablation", "cbo_taylor"} & set(PAPER_ALGORITHMS)
+    assert algorithm_name("cbo_ablation") == "CBO (exact pairs)" and algorithm_name("cbo_taylor") == "CBO (Taylor)"
+    # each control computes what its name says; cbo is Jansen et al.'s Fisher energy (issue 67)
+    assert [get_algorithm(n).resolve_params()["coefficients"] for n in ("cbo", "cbo_taylor", "cbo_ablation")] == [
+        "fisher",
+        "gradient",
+        "ablation",
+    ]
     # every search its own marker, none the dense model's or the random sets' (Figure 2 draws them all)
     markers = [cls.marker for cls in ALGORITHMS.values()]
     assert len(set(markers)) == len(markers) and not {DENSE_MARKER, RANDOM_SET_MARKER} & set(markers)

@@ -113,17 +113,18 @@ def test_paper_profile_dag():
 # (two_families, extended) pin them and plan as before.
 # Issue 45 added one evaluation_settings job per model (the evaluation options' stamp file).
 # Issue 56 added CBO's exact-pairs control to extended (393 -> 429: one search per model,
-# calibration, seed and M) and the preset config/cbo_control.yaml.
+# calibration, seed and M) and the preset config/cbo_control.yaml. Issue 67 added the control
+# cbo_taylor to both (extended 429 -> 465, cbo_control 82 -> 98: one search per cell).
 PRESET_JOBS = {
     (): 41,
     ("config/smoke.yaml",): 41,
     ("config/paper.yaml",): 114,
     ("config.yaml", "config/seeds.yaml"): 111,
     ("config/protect_none.yaml",): 49,
-    ("config/extended.yaml",): 429,
+    ("config/extended.yaml",): 465,
     ("config/two_families.yaml",): 95,
     ("config/calibration_size.yaml",): 82,
-    ("config/cbo_control.yaml",): 82,
+    ("config/cbo_control.yaml",): 98,
     ("config/paper.yaml", "config/seeds.yaml"): 318,
 }
 

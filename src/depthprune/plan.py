@@ -178,6 +178,7 @@ class CalibrationTokens:
     tokens: int  # real tokens per evaluation (all rows)
     scored: int  # tokens whose log-probability enters the loss (the LM head runs on these)
     seq_len: int  # the longest row (the attention context)
+    samples: int = 1  # the samples L averages over: C4 sequences (perplexity) or items (TLM)
 
 
 # Token counts per (tokenizer, data, settings): the paper's three models share the planning tokenizer,
@@ -206,7 +207,7 @@ def _calibration_tokens(config: Mapping, label: str, tokenizer, seed: int, data_
     setup = CalibrationSetup.from_config(config, label, seed, data_dir)
     objective = setup.build_objective(tokenizer, token_budget=max(setup.seq_len, 8192))
     longest = max(int(b.attention_mask.sum(dim=1).max()) for b in objective.batches)
-    return CalibrationTokens(objective.n_tokens, int(objective.n_scored), longest)
+    return CalibrationTokens(objective.n_tokens, int(objective.n_scored), longest, int(objective.n_samples))
 
 
 def evaluation_tokens(config: Mapping, tokenizer, data_dir) -> dict[str, tuple[int, int]]:
@@ -577,7 +578,30 @@ def search_cost(
         method = params["derivatives"]
         rows = max(1, min(cal.tokens, TOKEN_BUDGET) // max(cal.seq_len, 1))
         job_peak = max(peak, derivative_peak(m.model_cfg, cal.seq_len, m.nbytes, method, rows))
+    if search.uses_gate_fisher(params):
+        # per-sample gate gradients (engine/gate_fisher.py): one gated forward of every row, and per
+        # sample one first-order backward (about twice a forward) through its row, at most seq_len tokens
+        row = n * shape.block_flops(cal.seq_len, cal.seq_len) + shape.head_flops(cal.seq_len)
+        flops += n * per_block + shape.head_flops(cal.scored) + 2 * cal.samples * row
+        job_peak = max(peak, fisher_peak(m.model_cfg, cal.seq_len, m.nbytes))
     return flops, job_peak
+
+
+@cache
+def _fisher_peak(config_json: str, seq_len: int, nbytes: int) -> float:
+    from depthprune.engine import gate_memory
+
+    return float(gate_memory.fisher_peak_bytes(json.loads(config_json), seq_len, nbytes))
+
+
+def fisher_peak(config: Mapping, seq_len: int, nbytes: int) -> float:
+    """CBO's per-sample gate gradients' peak (engine/gate_memory.py, meta device); 0 (not counted,
+    logged) for an architecture the meta-device count cannot build."""
+    try:
+        return _fisher_peak(json.dumps(config, sort_keys=True), seq_len, nbytes)
+    except Exception as err:  # an architecture whose decoder layer takes other arguments
+        log.warning("plan: CBO Fisher-row memory not counted for %s (%s)", config.get("model_type"), err)
+        return 0.0
 
 
 @cache

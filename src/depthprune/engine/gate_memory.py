@@ -4,6 +4,8 @@ the tensors the computation holds (engine/gate_derivatives.py's module docstring
 
 ``whole_graph_bytes``: the former computation (every block's double-backward graph at once).
 ``blockwise_peak_bytes``: the computation now used (one row, one block at a time).
+``fisher_peak_bytes``: ``cbo``'s per-sample gate gradients (engine/gate_fisher.py): one row's
+first-order graph in the model's own dtype.
 Counts are upper bounds of what is live (a saved tensor that aliases another is counted twice).
 """
 
@@ -27,14 +29,17 @@ def _meta_layer(config: Mapping):
 
 
 class SavedBytes:
-    """Bytes autograd saves while the context is open."""
+    """Bytes autograd saves while the context is open; ``weights``' parameters, and views of them,
+    are not counted (they are the loaded model's, not new memory)."""
 
-    def __init__(self):
+    def __init__(self, weights: torch.nn.Module | None = None):
         self.bytes = 0
+        self._weights = {id(p) for p in weights.parameters()} if weights is not None else set()
 
     def __enter__(self):
         def pack(tensor):
-            self.bytes += tensor.numel() * tensor.element_size()
+            if id(tensor) not in self._weights and id(tensor._base) not in self._weights:
+                self.bytes += tensor.numel() * tensor.element_size()
             return tensor
 
         self._hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
@@ -120,3 +125,66 @@ def blockwise_peak_bytes(config: Mapping, seq_len: int, model_bytes_per_param: i
     loaded, copy = model_copies_bytes(config, model_bytes_per_param)
     states = 3 * (int(config["num_hidden_layers"]) + 1) * seq_len * int(config["hidden_size"]) * 4
     return loaded + copy + states + head_hvp_bytes(config, seq_len) + block_step_bytes(config, seq_len)
+
+
+def gated_block_bytes(config: Mapping, seq_len: int, model_bytes_per_param: int = 2) -> int:
+    """Saved bytes of one block's forward for one row under Jansen et al.'s gate (both branches
+    scaled by α in float32, engine/gate_fisher.py), in the model's own dtype: what a first-order
+    backward needs of each block."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dtype = {2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[model_bytes_per_param]
+    model, layer, rotary = _meta_layer(config)
+    layer = layer.to(dtype)
+    hidden, kwargs = _block_inputs(model, rotary, 1, seq_len)
+    hidden = hidden.to(dtype)
+    kwargs["position_embeddings"] = tuple(t.to(dtype) for t in kwargs["position_embeddings"])
+    kwargs["attention_mask"] = kwargs["attention_mask"].to(dtype)
+    with torch.device("meta"), sdpa_kernel(SDPBackend.MATH), SavedBytes(weights=layer) as saved:
+        alpha = torch.ones((), requires_grad=True)
+        handles = [
+            branch.register_forward_hook(
+                lambda _m, _a, out: (
+                    (
+                        (alpha * out[0].float()).to(out[0].dtype),
+                        *out[1:],
+                    )
+                    if isinstance(out, tuple)
+                    else (alpha * out.float()).to(out.dtype)
+                )
+            )
+            for branch in (layer.self_attn, layer.mlp)
+        ]
+        try:
+            layer(hidden, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+    return saved.bytes
+
+
+def head_grad_bytes(config: Mapping, seq_len: int) -> int:
+    """Saved bytes of the LM head's loss for one row, for a first-order backward (final norm,
+    logits and log-softmax in float32)."""
+    model, _, _ = _meta_layer(config)
+    with torch.device("meta"), SavedBytes(weights=model) as saved:
+        hidden = torch.zeros(1, seq_len, model.config.hidden_size, requires_grad=True)
+        logits = model.lm_head(model.model.norm(hidden)).float()
+        targets = torch.zeros(1, seq_len, 1, dtype=torch.long)
+        torch.log_softmax(logits, dim=-1).gather(-1, targets).sum()
+    return saved.bytes
+
+
+def fisher_peak_bytes(config: Mapping, seq_len: int, model_bytes_per_param: int = 2) -> int:
+    """Peak of ``cbo``'s per-sample gate gradients: the loaded model (no float32 copy: it runs in its
+    own dtype), every block's saved forward of one row and the head's, and the dense capture of the
+    row (its embeddings)."""
+    loaded, _copy = model_copies_bytes(config, model_bytes_per_param)
+    n_blocks = int(config["num_hidden_layers"])
+    embeddings = seq_len * int(config["hidden_size"]) * model_bytes_per_param
+    return (
+        loaded
+        + n_blocks * gated_block_bytes(config, seq_len, model_bytes_per_param)
+        + head_grad_bytes(config, seq_len)
+        + embeddings
+    )

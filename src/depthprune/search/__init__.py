@@ -1,7 +1,7 @@
 """The layer-subset search algorithms (docs/method.md §4), one module each, and their registry.
 
 The paper's seven, in its order, then the random-initialisation controls of GA and BO (the paper's
-limitation 2), CBO's exact-pairs control (issue 56) and the exhaustive ground truth (not in the
+limitation 2), CBO's controls (its second-order expansion, issue 67, and its exact pairs, issue 56) and the exhaustive ground truth (not in the
 default study: it is affordable for small M only)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from depthprune.errors import InputError
 from depthprune.search.base import SearchAlgorithm, SearchProblem, TracingEvaluator
 from depthprune.search.beam import Beam
 from depthprune.search.bo import BayesianOptimisation, RandomInitBayesianOptimisation
-from depthprune.search.cbo import ConstrainedBinaryOptimisation, ExactPairsCBO
+from depthprune.search.cbo import ConstrainedBinaryOptimisation, ExactPairsCBO, TaylorCBO
 from depthprune.search.exhaustive import Exhaustive
 from depthprune.search.fast_block_select import FastBlockSelect
 from depthprune.search.ga import GeneticAlgorithm, RandomInitGeneticAlgorithm
@@ -30,6 +30,7 @@ ALGORITHMS: dict[str, type[SearchAlgorithm]] = {
         FastBlockSelect,
         RandomInitGeneticAlgorithm,
         RandomInitBayesianOptimisation,
+        TaylorCBO,
         ExactPairsCBO,
         Exhaustive,
     )

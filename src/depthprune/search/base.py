@@ -327,8 +327,13 @@ class SearchAlgorithm:
         return True
 
     def uses_gate_derivatives(self, params: dict) -> bool:
-        """Whether the search asks the evaluator for the gate derivatives (CBO's gradient energy):
+        """Whether the search asks the evaluator for the gate derivatives (``cbo_taylor``'s energy):
         ``depthprune plan`` then adds their FLOPs and peak memory to the job."""
+        return False
+
+    def uses_gate_fisher(self, params: dict) -> bool:
+        """Whether the search asks the evaluator for the per-sample gate gradients (``cbo``'s
+        Fisher energy): ``depthprune plan`` then adds their FLOPs and peak memory to the job."""
         return False
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:

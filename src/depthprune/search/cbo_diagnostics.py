@@ -1,10 +1,13 @@
-"""Why CBO's set loses to one-shot's: its energy against the true calibration loss (issue 56).
+"""Why CBO's set loses to one-shot's: its energy against the true calibration loss (issues 56, 67).
 
 CBO (search/cbo.py, docs/method.md §4.6) has three stages, and each can fail on its own:
 
-1. the **expansion**: the energy E(x) = −gᵀx + ½xᵀHx, a second-order Taylor expansion of the loss
-   in the block gates at the dense model, predicts L(S) ≈ L(∅) + E(x_S). ``model_error`` measures
-   how far off that prediction is, as a function of M, on every single (M = 1), every pair (M = 2,
+1. the **expansion** behind the energy (``coefficients``): ``gradient`` (``cbo_taylor``), the
+   second-order Taylor expansion −gᵀx + ½xᵀHx of the loss in the block gates, predicts
+   L(S) ≈ L(∅) + E(x_S); ``fisher`` (``cbo``), Jansen et al.'s per-sample first-order changes
+   Δℓ_s ≈ −A_s·x, predicts L(S) ≈ L(∅) − āᵀx (ā: A's mean row), and its energy, the mean of their
+   squares, ranks the sets. ``model_error`` measures how far off the prediction is, and the energy's
+   rank correlation with the loss, as a function of M, on every single (M = 1), every pair (M = 2,
    with ``all_pairs``) and on ``n_random`` uniformly drawn M-sets otherwise;
 2. the **solver**: the lowest-energy sets CBO's own solver returns (exact enumeration, or annealing
    above ``exact_limit``) against the exact k lowest, found here by enumeration whatever the size;
@@ -12,7 +15,7 @@ CBO (search/cbo.py, docs/method.md §4.6) has three stages, and each can fail on
    the one-shot set's loss and that set's rank by energy.
 
 With ``all_pairs`` the energy CBO builds with ``coefficients: ablation`` (exact single and pairwise
-ablations) is ranked the same way, so the gradient energy's error can be told from the pairwise
+ablations) is ranked the same way, so the derivative energy's error can be told from the pairwise
 model's own truncation.
 
 Every set is evaluated with the true loss on the given evaluator (the memo keeps them), outside any
@@ -120,11 +123,10 @@ def diagnose(
         if not 1 <= budget <= n_allowed:
             raise InputError(f"cbo diagnosis: M={budget} outside 1..{n_allowed} (the removable blocks)")
     started = time.perf_counter()
-    g, h = evaluator.gate_derivatives(params["derivatives"])
+    linear, quadratic, prediction, coefficient_record = energy_terms(evaluator, allowed, params)
     derivative_seconds = time.perf_counter() - started
-    linear, quadratic = energy_from_derivatives(np.asarray(g, np.float64), np.asarray(h, np.float64), allowed)
     eval_started = time.perf_counter()
-    scored = ScoredSets(evaluator, allowed, linear, quadratic)
+    scored = ScoredSets(evaluator, allowed, linear, quadratic, prediction)
     # Every single: the prior (one-shot's ranking) and the expansion's error at M = 1.
     single = np.array(scored.evaluate("single", 1, [(p,) for p in range(n_allowed)]))
     pair = scored.all_pairs() if all_pairs else None
@@ -134,7 +136,7 @@ def diagnose(
         combos = random_sets(n_allowed, budget, n_random, np.random.default_rng([seed, 56, budget]))
         scored.evaluate("random", budget, combos)
     # Named as cbo's `coefficients`; the rows of their K lowest sets are kind "lowest_<name>".
-    energies_to_rank = {"gradient": (linear, quadratic)}
+    energies_to_rank = {params["coefficients"]: (linear, quadratic)}
     if pair is not None:
         energies_to_rank["ablation"] = ablation_terms(scored.dense, single, pair)
     ranking = sorted(range(n_allowed), key=lambda p: (single[p], int(allowed[p])))  # as SearchProblem.ranking
@@ -154,16 +156,41 @@ def diagnose(
         "evaluation_seconds": time.perf_counter() - eval_started,
         "n_evaluated": len(sets),
         "cbo_params": params,
+        **coefficient_record,
     }
     return Diagnosis(sets, model_error_table(sets), topk_table(sets, ks), pd.DataFrame(solver_rows), record)
+
+
+def energy_terms(evaluator, allowed: np.ndarray, params: dict) -> tuple[np.ndarray, np.ndarray, tuple, dict]:
+    """CBO's energy by ``params["coefficients"]`` (cbo.py): (linear, quadratic, the expansion's
+    prediction of L(S) − L(∅) as (linear, quadratic) terms, a record of the coefficients).
+
+    ``gradient``: the energy is the prediction, −gᵀx + ½xᵀHx. ``fisher``: the energy xᵀHx is the
+    mean over samples of the squared first-order change (A_s·x)², not a loss; the expansion behind it
+    predicts the mean loss change −āᵀx, ā the mean row of A (the mean loss's gradient)."""
+    from depthprune.engine.gate_fisher import fisher_matrix
+
+    coefficients = params["coefficients"]
+    if coefficients == "gradient":
+        g, h = evaluator.gate_derivatives(params["derivatives"])
+        linear, quadratic = energy_from_derivatives(np.asarray(g, np.float64), np.asarray(h, np.float64), allowed)
+        return linear, quadratic, (linear, quadratic), {}
+    if coefficients == "fisher":
+        a = np.asarray(evaluator.gate_fisher_rows(), np.float64)
+        quadratic = 2.0 * fisher_matrix(a)[np.ix_(allowed, allowed)]
+        first_order = -a[:, allowed].mean(axis=0)
+        record = {"fisher_samples": int(a.shape[0]), "fisher_rank": int(np.linalg.matrix_rank(a[:, allowed]))}
+        return np.zeros(len(allowed)), quadratic, (first_order, np.zeros_like(quadratic)), record
+    raise InputError(f"cbo diagnosis: coefficients {coefficients!r} has no expansion to check (fisher or gradient)")
 
 
 class ScoredSets:
     """The sets the diagnosis evaluates, one row each (``rows``: kind, budget, rank, removed, energy,
     the expansion's predicted loss and the true loss); sets are positions among the ``allowed`` blocks."""
 
-    def __init__(self, evaluator, allowed, linear, quadratic):
+    def __init__(self, evaluator, allowed, linear, quadratic, prediction=None):
         self.evaluator, self.allowed, self.linear, self.quadratic = evaluator, allowed, linear, quadratic
+        self.prediction = (linear, quadratic) if prediction is None else prediction
         self.rows: list[dict] = []
         self.dense = float(evaluator.evaluate([()])[0].loss)
 
@@ -172,14 +199,18 @@ class ScoredSets:
 
     def evaluate(self, kind: str, budget: int, combos: list[tuple[int, ...]], lin=None, quad=None, ranks=None):
         """The true losses of ``combos``, each recorded with its energy under (``lin``, ``quad``;
-        default: the gradient energy)."""
+        default: the diagnosed energy) and the loss that energy's expansion predicts."""
         if not combos:
             return []
+        # another energy given (the ablation energy) is its own loss prediction
+        prediction = self.prediction if lin is None else (lin, quad)
         lin = self.linear if lin is None else lin
         quad = self.quadratic if quad is None else quad
         records = self.evaluator.evaluate([self.to_layers(c) for c in combos])
-        energy = energies(lin, quad, np.array(combos, dtype=np.int64).reshape(len(combos), -1))
-        for position, (combo, record, e) in enumerate(zip(combos, records, energy)):
+        indices = np.array(combos, dtype=np.int64).reshape(len(combos), -1)
+        energy = energies(lin, quad, indices)
+        change = energies(*prediction, indices)
+        for position, (combo, record, e, d) in enumerate(zip(combos, records, energy, change)):
             self.rows.append(
                 {
                     "kind": kind,
@@ -187,7 +218,7 @@ class ScoredSets:
                     "rank": None if ranks is None else ranks[position],
                     "removed": format_layers(self.to_layers(combo)),
                     "energy": float(e),
-                    "predicted_loss": self.dense + float(e),
+                    "predicted_loss": self.dense + float(d),
                     "loss": float(record.loss),
                 }
             )
@@ -255,7 +286,8 @@ def solver_check(kind, budget, linear, quadratic, exact, params, seed, one_shot_
 
 
 def model_error_table(sets: pd.DataFrame) -> pd.DataFrame:
-    """Per M: the expansion's prediction L(∅) + E against the true loss, over the non-ranked sets."""
+    """Per M: the expansion's predicted loss against the true loss, and ρ(energy, loss), over the
+    non-ranked sets."""
     rows = []
     sample = sets[sets["kind"].isin(["single", "pair", "random"])]
     for budget, group in sample.groupby("budget", sort=True):
@@ -309,7 +341,8 @@ def topk_table(sets: pd.DataFrame, ks: list[int]) -> pd.DataFrame:
 
 
 def committed_runs(aggregates: list[str], runs_root: str | None = None) -> pd.DataFrame:
-    """CBO against one-shot in committed studies: each (calibration, seed, M)'s two losses from the
+    """CBO against one-shot in committed studies (their `cbo` rows, made before issue 67 by the
+    expansion that is now `cbo_taylor`): each (calibration, seed, M)'s two losses from the
     aggregates' selections.csv (the first aggregate naming a run wins: the studies share the default
     study's runs), and CBO's own energy-loss diagnostic where its selection.json is committed
     (under ``runs_root``; the aggregates do not keep it)."""
@@ -349,6 +382,7 @@ def run_selections(roots: list[str]) -> pd.DataFrame:
     for root in roots:
         for path in sorted(Path(root).glob("*/*/seed*/M*/*/selection.json")):
             selection = json.loads(path.read_text())
+            diagnostics = selection.get("diagnostics") or {}
             rows.append(
                 {
                     "model": selection["model"],
@@ -358,23 +392,40 @@ def run_selections(roots: list[str]) -> pd.DataFrame:
                     "algorithm": selection["algorithm"],
                     "loss": float(selection["loss"]),
                     "removed": " ".join(map(str, sorted(selection["removed"]))),
-                    "spearman_random": (selection.get("diagnostics") or {}).get("energy_loss_spearman_random"),
+                    "spearman_random": diagnostics.get("energy_loss_spearman_random"),
+                    "ground_state_loss": diagnostics.get("ground_state_loss"),
+                    "fisher_rank": diagnostics.get("fisher_rank"),
                     "source": str(root),
                 }
             )
-    columns = ["model", "calibration", "seed", "budget", "algorithm", "loss", "removed", "spearman_random", "source"]
+    columns = [
+        "model",
+        "calibration",
+        "seed",
+        "budget",
+        "algorithm",
+        "loss",
+        "removed",
+        "spearman_random",
+        "ground_state_loss",
+        "fisher_rank",
+        "source",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
 def control_table(
     committed: pd.DataFrame, aggregates: list[str], control_roots: list[str], diagnosis_root: str
 ) -> pd.DataFrame:
-    """Issue 56's table, per committed CBO cell (``committed_runs``): the committed CBO loss, CBO run
-    again from the same code (``cbo_loss_rerun``; ``cbo_set_reproduced``: the same set), the
-    exact-pairs control ``cbo_ablation``, one-shot, and the best loss known on that objective
-    (``best_known_loss``, ``best_known_by``): the lowest over every algorithm of the committed studies'
-    aggregates, the control runs and every set the diagnosis evaluated (``<diagnosis_root>/*/sets.csv``),
-    which all score sets on the same calibration draw (same model, calibration, seed)."""
+    """Issues 56 and 67's table, per committed CBO cell (``committed_runs``). The committed studies'
+    `cbo` rows were made by the second-order expansion, now the control `cbo_taylor`: so the
+    committed loss is ``cbo_taylor_loss``, and ``cbo_taylor_loss_rerun`` (``cbo_taylor_set_reproduced``:
+    the same set) is the control run of it. Beside them, from the control runs: `cbo` (Jansen et al.'s
+    Fisher energy) with its ground state's loss and A's rank, and `cbo_ablation`; one-shot; and the
+    best loss known on that objective (``best_known_loss``, ``best_known_by``): the lowest over every
+    algorithm of the committed studies' aggregates, the control runs and every set a diagnosis
+    evaluated (``<diagnosis_root>/*/sets.csv``), which all score sets on the same calibration draw
+    (same model, calibration, seed)."""
     from pathlib import Path
 
     keys = ["model", "calibration", "seed", "budget"]
@@ -408,26 +459,31 @@ def control_table(
             {
                 **dict(zip(keys, cell)),
                 "one_shot_loss": row.one_shot_loss,
-                "cbo_loss": row.cbo_loss,
-                "cbo_loss_rerun": rerun("cbo", "loss"),
-                "cbo_set_reproduced": (rerun("cbo", "removed") == committed_sets.get(cell, None))
-                if rerun("cbo", "removed")
+                "cbo_loss": rerun("cbo", "loss"),
+                "cbo_set": rerun("cbo", "removed"),
+                "cbo_ground_state_loss": rerun("cbo", "ground_state_loss"),
+                "cbo_fisher_rank": rerun("cbo", "fisher_rank"),
+                "cbo_taylor_loss": row.cbo_loss,  # committed as `cbo`
+                "cbo_taylor_loss_rerun": rerun("cbo_taylor", "loss"),
+                "cbo_taylor_set_reproduced": (rerun("cbo_taylor", "removed") == committed_sets.get(cell, None))
+                if rerun("cbo_taylor", "removed")
                 else None,
                 "cbo_ablation_loss": rerun("cbo_ablation", "loss"),
                 "cbo_ablation_set": rerun("cbo_ablation", "removed"),
+                "cbo_spearman_random": rerun("cbo", "spearman_random"),
                 # the committed run's diagnostic (seeds 1-3 keep their selection.json), else the re-run's
-                "cbo_spearman_random": row.committed_spearman_random
+                "cbo_taylor_spearman_random": row.committed_spearman_random
                 if pd.notna(row.committed_spearman_random)
-                else rerun("cbo", "spearman_random"),
+                else rerun("cbo_taylor", "spearman_random"),
                 "cbo_ablation_spearman_random": rerun("cbo_ablation", "spearman_random"),
                 "best_known_loss": best.loc[cell, "loss"] if cell in best.index else np.nan,
                 "best_known_by": best.loc[cell, "by"] if cell in best.index else "",
             }
         )
     out = pd.DataFrame(rows)
-    out["cbo_fails"] = out["cbo_loss"] > out["one_shot_loss"]
-    ran = out["cbo_ablation_loss"].notna()
-    out["cbo_ablation_fails"] = (out["cbo_ablation_loss"] > out["one_shot_loss"]).where(ran, None)
+    for name in ("cbo", "cbo_taylor", "cbo_ablation"):
+        ran = out[f"{name}_loss"].notna()
+        out[f"{name}_fails"] = (out[f"{name}_loss"] > out["one_shot_loss"]).where(ran, None)
     return out
 
 
@@ -442,18 +498,23 @@ def control_markdown(table: pd.DataFrame) -> str:
         return number(loss) + (" ✗" if pd.notna(loss) and loss > one_shot else "")
 
     lines = [
-        "| calibration | seed | M | one-shot | `cbo` committed | `cbo` re-run | `cbo_ablation` | best known (by) "
-        "| ρ(energy, loss), random sets: `cbo` / `cbo_ablation` |",
+        "| calibration | seed | M | one-shot | `cbo` (ground state; rank of A) | `cbo_taylor` committed (re-run) "
+        "| `cbo_ablation` | best known (by) | ρ(energy, loss), random sets: `cbo` / `cbo_taylor` / `cbo_ablation` |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples(index=False):
-        rerun = number(r.cbo_loss_rerun)
-        if rerun and not pd.isna(r.cbo_set_reproduced):  # a bool, or its text when read from the CSV
-            rerun += " (same set)" if str(r.cbo_set_reproduced) == "True" else " (another set)"
+        fisher = mark(r.cbo_loss, r.one_shot_loss)
+        if fisher:
+            rank = "" if pd.isna(r.cbo_fisher_rank) else f"; {int(r.cbo_fisher_rank)}"
+            fisher += f" ({number(r.cbo_ground_state_loss)}{rank})"
+        taylor = mark(r.cbo_taylor_loss, r.one_shot_loss)
+        rerun = number(r.cbo_taylor_loss_rerun)
+        if rerun and not pd.isna(r.cbo_taylor_set_reproduced):  # a bool, or its text when read from the CSV
+            taylor += f" ({rerun}, " + ("same set)" if str(r.cbo_taylor_set_reproduced) == "True" else "another set)")
         lines.append(
-            f"| {r.calibration} | {r.seed} | {r.budget} | {number(r.one_shot_loss)} | "
-            f"{mark(r.cbo_loss, r.one_shot_loss)} | {rerun} | {mark(r.cbo_ablation_loss, r.one_shot_loss)} | "
-            f"{number(r.best_known_loss)} ({r.best_known_by}) | "
-            f"{number(r.cbo_spearman_random, 2)} / {number(r.cbo_ablation_spearman_random, 2)} |"
+            f"| {r.calibration} | {r.seed} | {r.budget} | {number(r.one_shot_loss)} | {fisher} | {taylor} | "
+            f"{mark(r.cbo_ablation_loss, r.one_shot_loss)} | {number(r.best_known_loss)} ({r.best_known_by}) | "
+            f"{number(r.cbo_spearman_random, 2)} / {number(r.cbo_taylor_spearman_random, 2)} / "
+            f"{number(r.cbo_ablation_spearman_random, 2)} |"
         )
     return "\n".join(lines) + "\n"
