@@ -152,7 +152,10 @@ def test_paper_defaults():
     ga = get_algorithm("ga").defaults
     assert (ga["population"], ga["elitism"], ga["mutation"], ga["generations"]) == (16, 0.2, 0.15, 10)
     cbo = get_algorithm("cbo").defaults
-    assert (cbo["exact_limit"], cbo["rerank"]) == (5_000_000, 16)
+    assert (cbo["exact_limit"], cbo["rerank"]) == (100_000_000, 16)  # every M of the paper's models exactly
+    # the controls keep the limit their committed runs used
+    assert get_algorithm("cbo_taylor").defaults["exact_limit"] == get_algorithm("cbo_ablation").defaults["exact_limit"]
+    assert get_algorithm("cbo_taylor").defaults["exact_limit"] == 5_000_000
 
 
 def test_batches_one_call_per_step_or_generation(tmp_path):

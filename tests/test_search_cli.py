@@ -123,7 +123,7 @@ def test_search_command_writes_selection_and_trace(evaluator_and_prior, tiny_mod
     assert list(doc) == SELECTION_FIELDS
     assert (doc["model"], doc["calibration"], doc["budget"], doc["algorithm"]) == ("tiny8", calibration, 2, "cbo")
     assert doc["dtype"] == "float32"  # dtype auto, resolved (the suite forces a float32 CPU)
-    assert doc["hyperparameters"]["rerank"] == 4 and doc["hyperparameters"]["exact_limit"] == 5_000_000
+    assert doc["hyperparameters"]["rerank"] == 4 and doc["hyperparameters"]["exact_limit"] == 100_000_000
     assert doc["n_layers"] == 8 and len(doc["removed"]) == 2 and doc["removed"] == sorted(doc["removed"])
     if calibration == "ppl_c4":
         assert doc["calibration_perplexity"] == pytest.approx(math.exp(doc["loss"]))
