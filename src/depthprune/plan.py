@@ -588,41 +588,33 @@ def search_cost(
 
 
 @cache
-def _fisher_peak(config_json: str, seq_len: int, nbytes: int) -> float:
+def _meta_peak(counter: str, config_json: str, *args) -> float:
     from depthprune.engine import gate_memory
 
-    return float(gate_memory.fisher_peak_bytes(json.loads(config_json), seq_len, nbytes))
+    return float(getattr(gate_memory, counter)(json.loads(config_json), *args))
 
 
-def fisher_peak(config: Mapping, seq_len: int, nbytes: int) -> float:
-    """CBO's per-sample gate gradients' peak (engine/gate_memory.py, meta device); 0 (not counted,
-    logged) for an architecture the meta-device count cannot build."""
+def meta_peak(counter: str, config: Mapping, *args) -> float:
+    """``engine/gate_memory.<counter>(config, *args)``, a peak counted on the meta device, once per
+    argument set; 0 (not counted, logged) for an architecture the meta-device count cannot build."""
     try:
-        return _fisher_peak(json.dumps(config, sort_keys=True), seq_len, nbytes)
+        return _meta_peak(counter, json.dumps(config, sort_keys=True), *args)
     except Exception as err:  # an architecture whose decoder layer takes other arguments
-        log.warning("plan: CBO Fisher-row memory not counted for %s (%s)", config.get("model_type"), err)
+        log.warning("plan: CBO memory (%s) not counted for %s (%s)", counter, config.get("model_type"), err)
         return 0.0
-
-
-@cache
-def _derivative_peak(config_json: str, seq_len: int, nbytes: int, method: str, rows: int) -> float:
-    from depthprune.engine import gate_memory
-
-    config = json.loads(config_json)
-    if method == "blockwise":
-        return float(gate_memory.blockwise_peak_bytes(config, seq_len, nbytes))
-    return float(gate_memory.whole_graph_bytes(config, rows, seq_len, nbytes))
 
 
 def derivative_peak(config: Mapping, seq_len: int, nbytes: int, method: str = "full_graph", rows: int = 1) -> float:
-    """CBO's gate derivatives' peak (engine/gate_memory.py, meta device) by ``method`` (the whole
-    graph of a micro-batch of ``rows`` rows, or one row block by block); 0 (not counted, logged)
-    for an architecture the meta-device count cannot build."""
-    try:
-        return _derivative_peak(json.dumps(config, sort_keys=True), seq_len, nbytes, method, rows)
-    except Exception as err:  # an architecture whose decoder layer takes other arguments
-        log.warning("plan: CBO derivative memory not counted for %s (%s)", config.get("model_type"), err)
-        return 0.0
+    """cbo_taylor's gate derivatives' peak by ``method``: the whole graph of a micro-batch of
+    ``rows`` rows, or one row block by block."""
+    if method == "blockwise":
+        return meta_peak("blockwise_peak_bytes", config, seq_len, nbytes)
+    return meta_peak("whole_graph_bytes", config, rows, seq_len, nbytes)
+
+
+def fisher_peak(config: Mapping, seq_len: int, nbytes: int) -> float:
+    """cbo's per-sample gate gradients' peak: one row's first-order graph."""
+    return meta_peak("fisher_peak_bytes", config, seq_len, nbytes)
 
 
 def _eval_flops(shape: ModelShape, eval_tokens: Mapping[str, tuple[int, int]], sets: int, blocks: int) -> float:

@@ -128,10 +128,13 @@ def blockwise_peak_bytes(config: Mapping, seq_len: int, model_bytes_per_param: i
 
 
 def gated_block_bytes(config: Mapping, seq_len: int, model_bytes_per_param: int = 2) -> int:
-    """Saved bytes of one block's forward for one row under Jansen et al.'s gate (both branches
-    scaled by α in float32, engine/gate_fisher.py), in the model's own dtype: what a first-order
-    backward needs of each block."""
+    """Saved bytes of one block's forward for one row under Jansen et al.'s gate (the hooks of
+    engine/gate_fisher.branch_gates on the family's branches), in the model's own dtype: what a
+    first-order backward needs of each block."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from depthprune.engine.gate_fisher import branch_gates
+    from depthprune.models.families import family_for
 
     dtype = {2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[model_bytes_per_param]
     model, layer, rotary = _meta_layer(config)
@@ -141,25 +144,9 @@ def gated_block_bytes(config: Mapping, seq_len: int, model_bytes_per_param: int 
     kwargs["position_embeddings"] = tuple(t.to(dtype) for t in kwargs["position_embeddings"])
     kwargs["attention_mask"] = kwargs["attention_mask"].to(dtype)
     with torch.device("meta"), sdpa_kernel(SDPBackend.MATH), SavedBytes(weights=layer) as saved:
-        alpha = torch.ones((), requires_grad=True)
-        handles = [
-            branch.register_forward_hook(
-                lambda _m, _a, out: (
-                    (
-                        (alpha * out[0].float()).to(out[0].dtype),
-                        *out[1:],
-                    )
-                    if isinstance(out, tuple)
-                    else (alpha * out.float()).to(out.dtype)
-                )
-            )
-            for branch in (layer.self_attn, layer.mlp)
-        ]
-        try:
+        alpha = torch.ones(1, requires_grad=True)
+        with branch_gates([layer], family_for(model), alpha):
             layer(hidden, **kwargs)
-        finally:
-            for handle in handles:
-                handle.remove()
     return saved.bytes
 
 

@@ -225,18 +225,28 @@ def gradient_energy(
 
 
 def fisher_energy_terms(problem: SearchProblem, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(linear, quadratic) of Jansen et al.'s energy E(x) = xᵀHx, H = AᵀA/m (engine/gate_fisher.py):
-    no linear term, Q = 2H on the allowed layers. A's rank (at most the number of calibration
-    samples) goes to the diagnostics: with fewer samples than free blocks H is singular."""
-    from depthprune.engine.gate_fisher import fisher_matrix
-
+    """(linear, quadratic) of Jansen et al.'s energy from the evaluator's per-sample gate gradients;
+    A's size and rank go to the diagnostics."""
     a = problem.evaluator.gate_fisher_rows()
     if a.ndim != 2 or a.shape[1] != problem.n_layers:
         raise ValueError(f"gate_fisher_rows: expected shape (samples, {problem.n_layers}), got {a.shape}")
-    problem.diagnostics["fisher_samples"] = int(a.shape[0])
-    problem.diagnostics["fisher_rank"] = int(np.linalg.matrix_rank(a[:, allowed])) if a.size else 0
-    h = fisher_matrix(a)
-    return np.zeros(len(allowed)), 2.0 * h[np.ix_(allowed, allowed)]
+    linear, quadratic, record = fisher_terms(a, allowed)
+    problem.diagnostics.update(record)
+    return linear, quadratic
+
+
+def fisher_terms(a: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+    """E(x) = xᵀHx, H = AᵀA/m (engine/gate_fisher.py), as (linear, quadratic, record): no linear
+    term, Q = 2H on the allowed layers, and the record of A's size and rank (at most the number of
+    calibration samples: with fewer samples than free blocks H is singular)."""
+    from depthprune.engine.gate_fisher import fisher_matrix
+
+    a = np.asarray(a, dtype=np.float64)
+    record = {
+        "fisher_samples": int(a.shape[0]),
+        "fisher_rank": int(np.linalg.matrix_rank(a[:, allowed])) if a.size else 0,
+    }
+    return np.zeros(len(allowed)), 2.0 * fisher_matrix(a)[np.ix_(allowed, allowed)], record
 
 
 def energy_from_derivatives(g: np.ndarray, h: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

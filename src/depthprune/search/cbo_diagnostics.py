@@ -41,6 +41,7 @@ from depthprune.search.cbo import (
     energies,
     energy_from_derivatives,
     exact_lowest,
+    fisher_terms,
 )
 
 log = logging.getLogger(__name__)
@@ -168,8 +169,6 @@ def energy_terms(evaluator, allowed: np.ndarray, params: dict) -> tuple[np.ndarr
     ``gradient``: the energy is the prediction, −gᵀx + ½xᵀHx. ``fisher``: the energy xᵀHx is the
     mean over samples of the squared first-order change (A_s·x)², not a loss; the expansion behind it
     predicts the mean loss change −āᵀx, ā the mean row of A (the mean loss's gradient)."""
-    from depthprune.engine.gate_fisher import fisher_matrix
-
     coefficients = params["coefficients"]
     if coefficients == "gradient":
         g, h = evaluator.gate_derivatives(params["derivatives"])
@@ -177,10 +176,9 @@ def energy_terms(evaluator, allowed: np.ndarray, params: dict) -> tuple[np.ndarr
         return linear, quadratic, (linear, quadratic), {}
     if coefficients == "fisher":
         a = np.asarray(evaluator.gate_fisher_rows(), np.float64)
-        quadratic = 2.0 * fisher_matrix(a)[np.ix_(allowed, allowed)]
+        linear, quadratic, record = fisher_terms(a, allowed)
         first_order = -a[:, allowed].mean(axis=0)
-        record = {"fisher_samples": int(a.shape[0]), "fisher_rank": int(np.linalg.matrix_rank(a[:, allowed]))}
-        return np.zeros(len(allowed)), quadratic, (first_order, np.zeros_like(quadratic)), record
+        return linear, quadratic, (first_order, np.zeros_like(quadratic)), record
     raise InputError(f"cbo diagnosis: coefficients {coefficients!r} has no expansion to check (fisher or gradient)")
 
 
