@@ -26,6 +26,7 @@ COMMANDS = (
     "depthprune.search.cbo_diagnostics_cli",  # cbo-diagnose (CBO's energy against the true loss)
     "depthprune.evaluation.cli",  # evaluate
     "depthprune.reporting.cli",  # aggregate, render
+    "depthprune.reporting.amend_cli",  # relabel-algorithm, add-runs (amend a committed study)
     "depthprune.timing.cli",  # timing {evaluator,search,evaluate,stages} (alias: bench)
     "depthprune.plan_cli",  # plan (a study's jobs, FLOPs, memory and GPU-hours before it runs)
     "depthprune.evaluation_only_cli",  # source-selection, random-sets (evaluation-only studies, the random-set control)

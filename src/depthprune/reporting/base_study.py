@@ -114,10 +114,10 @@ def merge_base_study(
                     f"{where}: holds no {calibration} runs of model {model} at seed(s) {', '.join(map(str, missing))}"
                 )
     picked = picked[picked["model"].isin(models) & picked["seed"].isin(seeds)]
-    _check_same(picked, agg.selections, "dtype", where)
-    _check_same(picked, agg.selections, "n_layers", where)
+    check_same(picked, agg.selections, "dtype", where)
+    check_same(picked, agg.selections, "n_layers", where)
     if PROTECTED_COLUMN in picked or PROTECTED_COLUMN in agg.selections:
-        _check_same(picked, agg.selections, PROTECTED_COLUMN, where)
+        check_same(picked, agg.selections, PROTECTED_COLUMN, where)
 
     runs = picked[RUN_KEY].drop_duplicates()
     # The dense model is evaluated once per model and repeated per seed by the aggregate: a base seed
@@ -128,7 +128,7 @@ def merge_base_study(
     runs = pd.concat([runs, dense_runs], ignore_index=True)
     base_metrics = base.metrics.merge(runs, on=RUN_KEY)
     base_runs_samples = base_samples.merge(runs, on=RUN_KEY)
-    agreement = _dense_agreement(samples, base_samples, models, own_seeds, seeds, base_dir, tuple(calibrations))
+    agreement = dense_agreement(samples, base_samples, models, own_seeds, seeds, base_dir, tuple(calibrations))
 
     selections = concat_runs(agg.selections, picked, RUN_KEY, BASE)
     metrics = concat_runs(agg.metrics, base_metrics, RUN_KEY + ["benchmark", "metric"], BASE)
@@ -154,7 +154,7 @@ def write_agreement(agreement: DenseAgreement, out_dir: str | Path) -> Path:
     return path
 
 
-def _check_same(base: pd.DataFrame, own: pd.DataFrame, column: str, where: str) -> None:
+def check_same(base: pd.DataFrame, own: pd.DataFrame, column: str, where: str) -> None:
     values_base = set(base[column].astype(str)) if column in base else {"not recorded"}
     values_own = set(own[column].astype(str)) if column in own else {"not recorded"}
     if own.empty:
@@ -166,7 +166,7 @@ def _check_same(base: pd.DataFrame, own: pd.DataFrame, column: str, where: str) 
         )
 
 
-def _dense_agreement(
+def dense_agreement(
     own: pd.DataFrame,
     base: pd.DataFrame,
     models: list[str],
