@@ -5,11 +5,13 @@
 # study"); no other run is recomputed. The runs it adds were made, float32, with
 #   DEPTHPRUNE_CPU_BF16=0 snakemake --cores 2 [--configfile config/<study>.yaml] \
 #     --config data_dir=../shared/data 'algorithms=[cbo]' ['seeds=[0]'] -- <each cbo run's files, the dense metrics.csv>
-# for the default study (seed 0), the cross-control study (ppl_cs170k, seed 0) and the four-seed
-# study (seeds 1-3); each run's small files are committed (results/added_runs/<study>/ for a study
-# whose aggregate alone is committed, results/seeds_default/runs/ for the four-seed study).
-# The rescore study (its 1000-document pass scores the sets it is given) is relabelled only: its
-# `cbo` runs of the new sets are left (issue 67's note).
+# for the default study (seed 0), the cross-control study (ppl_cs170k, seed 0), the four-seed study
+# (seeds 1-3) and the TLM-sensitivity study; each run's small files are committed
+# (results/added_runs/<study>/ for a study whose aggregate alone is committed,
+# results/seeds_default/runs/ for the four-seed study). Relabelled only, their new `cbo` left
+# (issue 67's note): the rescore study (its 1000-document pass must score the new sets), and
+# protect_none and two_families, whose runs record no precision, so add-runs refuses them (their
+# `cbo` is added by re-running those studies).
 # Usage: bash scripts/amend_cbo.sh    (from the repository root, in the project's venv)
 set -euo pipefail
 model=smollm2-135m
@@ -55,3 +57,11 @@ depthprune aggregate --results results/seeds_default/runs --protected "$model=0 
 depthprune relabel-algorithm --from cbo --to cbo_taylor results/rescore_informative/runs
 depthprune aggregate --results results/rescore_informative/runs --protected "$model=0 29" \
     --perplexity-from results/seeds_default/aggregate --out results/rescore_informative/aggregate
+
+# 5. The TLM-sensitivity study: relabel, then add its cbo runs.
+copy_cbo_runs results/tlm_sensitivity results/added_runs/tlm_sensitivity tlm_cs170k 0 dense
+depthprune relabel-algorithm --from cbo --to cbo_taylor results/tlm_sensitivity/aggregate
+depthprune add-runs --aggregate results/tlm_sensitivity/aggregate --results results/added_runs/tlm_sensitivity --protected "$protected"
+
+# 6. protect_none and two_families: relabelled only.
+depthprune relabel-algorithm --from cbo --to cbo_taylor results/protect_none/aggregate results/two_families/aggregate

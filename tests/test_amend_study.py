@@ -167,3 +167,25 @@ def test_add_runs_writes_nothing_on_a_refusal_and_says_why_in_one_line(committed
     for path in (tmp_path / "before").iterdir():
         assert (committed / path.name).read_bytes() == path.read_bytes(), path.name
     assert not (committed / ADDED_RUNS_RECORD).exists()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_committed_cbo_row_was_made_by_the_code_its_name_registers():
+    """No committed aggregate row carries a name whose code no longer computes it (issue 67): a `cbo`
+    row records the registry's `cbo` coefficients (Jansen et al.'s Fisher energy), a `cbo_taylor`
+    row the expansion's; `relabel-algorithm` renamed the rows made before the two were told apart."""
+    from depthprune.search import ALGORITHMS as SEARCHES
+
+    expected = {name: SEARCHES[name].defaults["coefficients"] for name in ("cbo", "cbo_taylor", "cbo_ablation")}
+    assert expected["cbo"] == "fisher" and expected["cbo_taylor"] == "gradient"
+    checked = 0
+    for path in sorted(REPO.glob("results/*/aggregate/selections.parquet")):
+        selections = pd.read_parquet(path)
+        for name, coefficients in expected.items():
+            rows = selections[selections["algorithm"] == name]
+            recorded = sorted({json.loads(text).get("coefficients") for text in rows["hyperparameters"]})
+            assert recorded in ([], [coefficients]), f"{path}: {name} rows record coefficients {recorded}"
+            checked += len(rows)
+    assert checked > 0

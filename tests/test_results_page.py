@@ -188,7 +188,7 @@ def test_method_doc_failed_search_count_is_the_committed_one():
 
     doc = " ".join((REPO / "docs" / "method.md").read_text(encoding="utf-8").split())
     sentence = failed_searches_sentence(REPO)
-    assert "CBO in 4 of 4 cells" in sentence  # what the committed table says (issue 57: not "3 of 4")
+    assert "CBO in 2 of 4 cells, CBO (Taylor) in 4 of 4 cells" in sentence  # what the committed table says
     assert sentence in doc, f"docs/method.md §7 should say: {sentence}"
 
 
@@ -198,7 +198,7 @@ def test_readme_and_method_doc_count_the_verdicts_cbo_decides_from_the_committed
     from depthprune.reporting.pages.prose import sensitivity_sentence
 
     sentence = sensitivity_sentence(REPO)
-    assert sentence.startswith("CBO fails on its own objective in 10 of its 16 runs")
+    assert sentence.startswith("CBO fails on its own objective in 9 of its 16 runs and CBO (Taylor) fails")
     for doc in ("README.md", "docs/method.md"):
         text = " ".join((REPO / doc).read_text(encoding="utf-8").split())
         assert sentence in text, f"{doc} should say: {sentence}"
@@ -216,7 +216,9 @@ def test_sensitivity_sentence_follows_the_comparison(tmp_path):
     (tmp_path / "results" / "aggregate").mkdir(parents=True)
     shutil.copy(REPO / "results" / "aggregate" / "summary.csv", tmp_path / "results" / "aggregate")
     sentence = sensitivity_sentence(tmp_path, "figures", "results/aggregate")
-    assert sentence.startswith("CBO fails on its own objective in 4 of its 4 runs and alone decides 0 of the")
+    assert sentence.startswith(
+        "CBO fails on its own objective in 2 of its 4 runs and CBO (Taylor) fails on its own objective in 4 of its 4 runs; together they decide 0 of the"
+    )
 
 
 def test_failed_search_sentence_follows_the_table(tmp_path):
@@ -505,9 +507,11 @@ def test_readme_loss_and_bounded_loss_sentences_are_the_committed_ones():
     p_min = loss.loc["tlm_cs170k", "p_value"].min()
     assert f"p ≥ {math.floor(100 * p_min) / 100:.2f}" in readme  # the smallest p, rounded down
     ppl = rho("ppl_c4", "calibration")
-    assert f"where `ppl_c4`'s does ({ppl[0]}, {ppl[1]})" in readme
+    assert f"where `ppl_c4`'s ranks them at M = 7 ({ppl[0]}, {ppl[1]})" in readme
     table2 = pd.read_csv(REPO / "figures" / "tlm_sensitivity" / "tables" / "table2.csv")
-    pruned = table2[table2["algorithm"] != "dense"].groupby("budget")["avg_accuracy"].mean()
+    from depthprune.reporting.style import PAPER_ALGORITHMS
+
+    pruned = table2[table2["algorithm"].isin(PAPER_ALGORITHMS)].groupby("budget")["avg_accuracy"].mean()
     assert f"cross-entropy, {100 * pruned[7]:.1f} % and {100 * pruned[9]:.1f} %" in readme
     # documents per task from baselines.csv (tlm_sensitivity has no evaluation-size rule: no ppl half)
     limits = {

@@ -58,8 +58,9 @@ def sensitivity_sentence(
     both = [r for r in changes if r["changed"] in ("yes", "no")]
     changed = [r for r in both if r["changed"] == "yes"]
     dropped = failed_algorithms(pd.read_csv(root / aggregate / "summary.csv"))
-    listed = ", ".join(
+    listed = " and ".join(
         f"{algorithm_name(r.algorithm)} fails on its own objective in {r.failed_runs} of its {r.runs} runs"
         for r in dropped.itertuples()
     )
-    return f"{listed} and alone decides {len(changed)} of the {len(both)} verdicts both renders give"
+    decide = " and alone decides" if len(dropped) == 1 else "; together they decide"
+    return f"{listed}{decide} {len(changed)} of the {len(both)} verdicts both renders give"
