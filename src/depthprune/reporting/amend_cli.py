@@ -7,7 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from depthprune.errors import InputError
+from depthprune.reporting.cli import add_protected_option, parse_protected
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +39,7 @@ def register(subparsers) -> None:
     )
     add.add_argument("--aggregate", required=True, metavar="DIR", help="the committed study's aggregate folder")
     add.add_argument("--results", required=True, metavar="DIR", help="the added runs (results layout, dense included)")
-    add.add_argument(
-        "--protected",
-        action="append",
-        default=[],
-        metavar="MODEL=SPEC",
-        help="blocks MODEL's searches could not remove, as for `aggregate` (the study's own setting)",
-    )
+    add_protected_option(add)  # the study's own setting, as for `aggregate`
     add.add_argument("--out", default=None, metavar="DIR", help="output folder (default: --aggregate, in place)")
     add.set_defaults(func=run_add_runs)
 
@@ -73,12 +67,7 @@ def run_add_runs(args: argparse.Namespace) -> int:
 
     out = args.out or args.aggregate
     check_inputs_outputs({"--results": args.results}, {"--out": out})
-    protected = {}
-    for item in args.protected:
-        model, sep, spec = item.partition("=")
-        if not sep or not model:
-            raise InputError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
-        protected[model] = spec
+    protected = parse_protected(args.protected)
     selection_files, metrics_files = discover_result_files(args.results)
     if not selection_files:
         raise FileNotFoundError(f"--results {args.results}: no selection.json files")

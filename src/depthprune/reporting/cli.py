@@ -40,14 +40,7 @@ def add_aggregate(subparsers) -> None:
     agg.add_argument(
         "--samples", nargs="*", metavar="FILE", help="explicit samples.parquet files (per-document scores)"
     )
-    agg.add_argument(
-        "--protected",
-        action="append",
-        default=[],
-        metavar="MODEL=SPEC",
-        help="blocks MODEL's searches could not remove: comma-separated indices and/or 'boundary' (first and "
-        "last block); recorded as the aggregate's 'protected' column for the nulls of the agreement statistics",
-    )
+    add_protected_option(agg)
     agg.add_argument(
         "--base-aggregate",
         default=None,
@@ -76,6 +69,29 @@ def add_aggregate(subparsers) -> None:
     )
     agg.add_argument("--out", default=AGGREGATE_DIR, help="output folder (default: %(default)s)")
     agg.set_defaults(func=run_aggregate)
+
+
+def add_protected_option(parser) -> None:
+    """``--protected MODEL=SPEC`` (repeatable), shared by ``aggregate`` and ``add-runs``."""
+    parser.add_argument(
+        "--protected",
+        action="append",
+        default=[],
+        metavar="MODEL=SPEC",
+        help="blocks MODEL's searches could not remove: comma-separated indices and/or 'boundary' (first and "
+        "last block); recorded as the aggregate's 'protected' column for the nulls of the agreement statistics",
+    )
+
+
+def parse_protected(items: list[str]) -> dict[str, str]:
+    """model -> protected-block spec of the ``--protected`` options; a malformed one is an InputError."""
+    protected = {}
+    for item in items:
+        model, sep, spec = item.partition("=")
+        if not sep or not model:
+            raise InputError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
+        protected[model] = spec
+    return protected
 
 
 def add_render(subparsers) -> None:
@@ -223,12 +239,7 @@ def run_aggregate(args: argparse.Namespace) -> int:
     if not selection_files and not metrics_files:
         raise FileNotFoundError(f"no selection.json or metrics.csv files in {origin}")
     environment.warn_drift(environment.RENDER_PACKAGES, "the aggregate's tables")
-    protected = {}
-    for item in args.protected:
-        model, sep, spec = item.partition("=")
-        if not sep or not model:
-            raise InputError(f"--protected {item!r}: expected MODEL=SPEC, for example smollm2-135m=boundary")
-        protected[model] = spec
+    protected = parse_protected(args.protected)
     if (args.base_aggregate is None) != (args.base_calibrations is None):
         raise InputError("--base-aggregate and --base-calibrations go together")
     agg = aggregate(selection_files, metrics_files, protected)
